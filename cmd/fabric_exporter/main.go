@@ -1,0 +1,213 @@
+// Command fabric_exporter exports RDMA/RoCE rail, netdev and PFC metrics of
+// GPU servers for Prometheus. main only wires flags, logging and HTTP.
+package main
+
+import (
+	"fmt"
+	"html"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+	sloggokit "github.com/tjhop/slog-gokit"
+
+	"github.com/fabric-exporter/fabric_exporter/collector"
+)
+
+// defaultAddress is outside the 9100-9999 exporter range, which the
+// Prometheus default-port list marks as exhausted.
+const defaultAddress = ":10470"
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	app := kingpin.New("fabric_exporter", "Prometheus exporter for RDMA/RoCE rails, NIC pause counters and network interfaces of multi-node GPU inference servers.")
+	var (
+		sysfs         = app.Flag("path.sysfs", "sysfs mount point.").Default("/sys").String()
+		procfs        = app.Flag("path.procfs", "procfs mount point.").Default("/proc").String()
+		rootfs        = app.Flag("path.rootfs", "Root filesystem mount point.").Default("/").String()
+		rails         = app.Flag("rail", "A rail as NAME=DEVICE[:PORT] (repeatable), e.g. --rail=rail0=mlx5_0:1. Default: one rail per Ethernet-link-layer RDMA port, named after its device.").PlaceHolder("NAME=DEVICE[:PORT]").Strings()
+		rdmaInclude   = app.Flag("collector.rdma.device-include", "Regexp of RDMA devices to include (mutually exclusive with device-exclude).").String()
+		rdmaExclude   = app.Flag("collector.rdma.device-exclude", "Regexp of RDMA devices to exclude.").String()
+		netdevInclude = app.Flag("collector.netdev.device-include", "Regexp of network interfaces to include besides rail netdevs (default: every physical NIC).").String()
+		netdevExclude = app.Flag("collector.netdev.device-exclude", "Regexp of non-rail network interfaces to exclude.").String()
+		ethtoolDir    = app.Flag("collector.pfc.ethtool-fixtures", "Read `ethtool -S` output from DIR/<netdev> files instead of the ethtool ioctl (demos and tests).").PlaceHolder("DIR").String()
+		disableDef    = app.Flag("collector.disable-defaults", "Disable every collector that is not explicitly enabled.").Default("false").Bool()
+		metricsPath   = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
+		maxRequests   = app.Flag("web.max-requests", "Maximum number of parallel scrape requests; more get HTTP 503. 0 disables the limit.").Default("40").Int()
+		scrapeTimeout = app.Flag("web.scrape-timeout", "Upper bound for one scrape's collectors.").Default("30s").Duration()
+		logLevel      = app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").Enum("debug", "info", "warn", "error")
+		logFormat     = app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").Enum("logfmt", "json")
+	)
+	enabled := map[string]*bool{}
+	explicit := map[string]bool{}
+	for _, s := range collector.Specs {
+		state := "enabled"
+		if !s.Default {
+			state = "disabled"
+		}
+		name := s.Name
+		enabled[name] = app.Flag("collector."+name, fmt.Sprintf("Enable the %s collector (default: %s). %s", name, state, s.Help)).
+			Default(fmt.Sprint(s.Default)).Action(func(*kingpin.ParseContext) error { explicit[name] = true; return nil }).Bool()
+	}
+	toolkitFlags := kingpinflag.AddFlags(app, defaultAddress)
+	app.Version(version.Print("fabric_exporter"))
+	app.HelpFlag.Short('h')
+	if _, err := app.Parse(args); err != nil {
+		fmt.Fprintf(os.Stderr, "fabric_exporter: %v\n", err)
+		return 2
+	}
+
+	logger := newLogger(*logLevel, *logFormat)
+	slogger := slog.New(sloggokit.NewGoKitHandler(logger, nil))
+
+	var names []string
+	for _, s := range collector.Specs {
+		on := *enabled[s.Name]
+		if *disableDef && !explicit[s.Name] {
+			on = false
+		}
+		if on {
+			names = append(names, s.Name)
+		}
+	}
+
+	opts, err := buildOptions(*sysfs, *procfs, *rootfs, *rails, *rdmaInclude, *rdmaExclude, *netdevInclude, *netdevExclude, *ethtoolDir)
+	if err != nil {
+		level.Error(logger).Log("msg", "invalid configuration", "err", err)
+		return 1
+	}
+	opts.ScrapeTimeout = *scrapeTimeout
+	exp, err := collector.NewExporter(names, opts, logger)
+	if err != nil {
+		level.Error(logger).Log("msg", "cannot create collectors", "err", err)
+		return 1
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		exp,
+		versioncollector.NewCollector("fabric_exporter"),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+
+	level.Info(logger).Log("msg", "starting fabric_exporter", "version", version.Info(), "build_context", version.BuildContext())
+	level.Info(logger).Log("msg", "enabled collectors", "collectors", strings.Join(exp.Names(), ","))
+	if opts.Rails.Static() {
+		level.Info(logger).Log("msg", "rails from flags", "rails", strings.Join(*rails, ","))
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle(*metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:            slog.NewLogLogger(slogger.Handler(), slog.LevelError),
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: *maxRequests,
+	}))
+	if *metricsPath != "/" {
+		mux.Handle("/", landingPage(*metricsPath, exp, opts))
+	}
+	server := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	if err := web.ListenAndServe(server, toolkitFlags, slogger); err != nil {
+		level.Error(logger).Log("msg", "HTTP server stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func buildOptions(sysfs, procfs, rootfs string, rails []string, rdmaInc, rdmaExc, ndInc, ndExc, ethtoolDir string) (*collector.Options, error) {
+	o := &collector.Options{SysfsPath: sysfs, ProcfsPath: procfs, RootfsPath: rootfs}
+	var err error
+	if o.RDMADevices, err = collector.NewFilter(rdmaInc, rdmaExc); err != nil {
+		return nil, fmt.Errorf("--collector.rdma.%w", err)
+	}
+	if o.NetdevDevices, err = collector.NewFilter(ndInc, ndExc); err != nil {
+		return nil, fmt.Errorf("--collector.netdev.%w", err)
+	}
+	var cfgs []collector.RailConfig
+	for _, r := range rails {
+		rc, err := collector.ParseRail(r)
+		if err != nil {
+			return nil, fmt.Errorf("--rail: %w", err)
+		}
+		cfgs = append(cfgs, rc)
+	}
+	if o.Rails, err = collector.NewRails(sysfs, cfgs); err != nil {
+		return nil, fmt.Errorf("--rail: %w", err)
+	}
+	if ethtoolDir != "" {
+		o.Ethtool = collector.FileEthtool{Dir: ethtoolDir}
+	}
+	return o, nil
+}
+
+func newLogger(lvl, format string) log.Logger {
+	var l log.Logger
+	if format == "json" {
+		l = log.NewJSONLogger(log.NewSyncWriter(os.Stderr))
+	} else {
+		l = log.NewLogfmtLogger(log.NewSyncWriter(os.Stderr))
+	}
+	l = log.With(l, "ts", log.DefaultTimestampUTC)
+	return level.NewFilter(l, level.Allow(level.ParseDefault(lvl, level.InfoValue())))
+}
+
+// landingPage lists the enabled collectors and the rails as resolved now.
+func landingPage(metricsPath string, exp *collector.Exporter, o *collector.Options) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		var b strings.Builder
+		b.WriteString("<h2>Collectors</h2><ul>")
+		for _, n := range exp.Names() {
+			fmt.Fprintf(&b, "<li>%s</li>", html.EscapeString(n))
+		}
+		b.WriteString("</ul><h2>Rails</h2>")
+		rails := o.Rails.Current(r.Context())
+		if len(rails) == 0 {
+			b.WriteString("<p>No rail found: no Ethernet-link-layer RDMA port under " + html.EscapeString(o.SysfsPath) + "/class/infiniband and no --rail flag.</p>")
+		} else {
+			b.WriteString("<table><tr><th>rail</th><th>RDMA port</th><th>netdev</th><th>present</th></tr>")
+			for _, rl := range rails {
+				fmt.Fprintf(&b, "<tr><td>%s</td><td>%s:%s</td><td>%s</td><td>%t</td></tr>",
+					html.EscapeString(rl.Name), html.EscapeString(rl.Device), html.EscapeString(rl.Port), html.EscapeString(rl.Netdev), rl.Present)
+			}
+			b.WriteString("</table>")
+		}
+		lp, err := web.NewLandingPage(web.LandingConfig{
+			Name:        "fabric_exporter",
+			Description: "RDMA/RoCE rails, PFC and NIC metrics for multi-node GPU inference",
+			Version:     version.Info(),
+			Links:       []web.LandingLinks{{Address: metricsPath, Text: "Metrics"}},
+			ExtraHTML:   b.String(),
+		})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		lp.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,219 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// netdevStat names a file of class/net/<if>/statistics.
+type netdevStat struct {
+	name, help string
+}
+
+// netdevStats names every file the kernel puts in statistics/. rx_/tx_
+// become received_/transmitted_; unknown files are skipped.
+var netdevStats = map[string]netdevStat{
+	"rx_bytes":            {"received_bytes_total", "Bytes received by the interface (kernel stack; RoCE traffic bypasses it)."},
+	"tx_bytes":            {"transmitted_bytes_total", "Bytes transmitted by the interface (kernel stack; RoCE traffic bypasses it)."},
+	"rx_packets":          {"received_packets_total", "Packets received by the interface."},
+	"tx_packets":          {"transmitted_packets_total", "Packets transmitted by the interface."},
+	"rx_errors":           {"received_errors_total", "Receive errors."},
+	"tx_errors":           {"transmitted_errors_total", "Transmit errors."},
+	"rx_dropped":          {"received_dropped_total", "Received packets dropped."},
+	"tx_dropped":          {"transmitted_dropped_total", "Transmitted packets dropped."},
+	"multicast":           {"received_multicast_packets_total", "Multicast packets received."},
+	"collisions":          {"collisions_total", "Collisions."},
+	"rx_compressed":       {"received_compressed_total", "Compressed packets received."},
+	"tx_compressed":       {"transmitted_compressed_total", "Compressed packets transmitted."},
+	"rx_crc_errors":       {"received_crc_errors_total", "Received packets with CRC errors."},
+	"rx_frame_errors":     {"received_frame_errors_total", "Received frame alignment errors."},
+	"rx_fifo_errors":      {"received_fifo_errors_total", "Receive FIFO overruns."},
+	"rx_length_errors":    {"received_length_errors_total", "Received packets with length errors."},
+	"rx_missed_errors":    {"received_missed_errors_total", "Packets missed by the host (no buffer)."},
+	"rx_over_errors":      {"received_over_errors_total", "Receive ring overflows."},
+	"rx_nohandler":        {"received_nohandler_total", "Received packets dropped for lack of a protocol handler."},
+	"tx_aborted_errors":   {"transmitted_aborted_errors_total", "Aborted transmissions."},
+	"tx_carrier_errors":   {"transmitted_carrier_errors_total", "Transmit carrier errors."},
+	"tx_fifo_errors":      {"transmitted_fifo_errors_total", "Transmit FIFO errors."},
+	"tx_heartbeat_errors": {"transmitted_heartbeat_errors_total", "Transmit heartbeat errors."},
+	"tx_window_errors":    {"transmitted_window_errors_total", "Transmit late-collision (window) errors."},
+}
+
+type netdevCollector struct {
+	env    Env
+	opts   *Options
+	reader *sysReader
+	descs  map[string]*prometheus.Desc // statistics file -> desc
+	ifs    map[string]*netIf
+	buf    [maxAttrSize]byte
+
+	info, up, speed *prometheus.Desc
+}
+
+type netIf struct {
+	name, dir, target string
+	physical          bool
+	driver, pci, numa string
+	stats             []ibCounter
+}
+
+func newNetdevCollector(env Env, o *Options) (Collector, error) {
+	c := &netdevCollector{
+		env: env, opts: o, reader: newSysReader(),
+		descs: map[string]*prometheus.Desc{}, ifs: map[string]*netIf{},
+		info: prometheus.NewDesc("fabric_netdev_info",
+			"Network interface metadata; rail is \"\" when the interface carries no rail, numa_node \"\" when unknown.",
+			[]string{"netdev", "operstate", "driver", "pci_bus_id", "numa_node", "rail"}, nil),
+		up:    prometheus.NewDesc("fabric_netdev_up", "1 if the interface's operstate is up, else 0.", []string{"netdev"}, nil),
+		speed: prometheus.NewDesc("fabric_netdev_speed_bytes_per_second", "Link speed in bytes per second (absent while the link is down).", []string{"netdev"}, nil),
+	}
+	for file, s := range netdevStats {
+		c.descs[file] = prometheus.NewDesc("fabric_netdev_"+s.name, s.help, []string{"netdev"}, nil)
+	}
+	return c, nil
+}
+
+func (c *netdevCollector) dir() string { return c.opts.sysPath("class", "net") }
+
+func (c *netdevCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	names, err := listDir(c.dir(), false)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w: %s does not exist", ErrNoData, c.dir())
+		}
+		return fmt.Errorf("listing network interfaces: %w", err)
+	}
+	var rails []Rail
+	if c.opts.Rails != nil {
+		rails = c.opts.Rails.Current(ctx)
+	}
+	seen := make(map[string]bool, len(names))
+	for _, name := range names {
+		ifc := c.iface(name)
+		if ifc == nil {
+			continue
+		}
+		rail := railOfNetdev(rails, name)
+		f := c.opts.NetdevDevices
+		if rail == "" {
+			if f.HasInclude() {
+				if f.Ignored(name) {
+					continue
+				}
+			} else if !ifc.physical || f.Ignored(name) {
+				continue
+			}
+		}
+		seen[name] = true
+		if !c.collectIface(ifc, rail, ch) {
+			c.drop(name)
+		}
+	}
+	for name := range c.ifs {
+		if !seen[name] {
+			c.drop(name)
+		}
+	}
+	return nil
+}
+
+func (c *netdevCollector) drop(name string) {
+	if ifc, ok := c.ifs[name]; ok {
+		c.reader.forgetPrefix(ifc.dir)
+		delete(c.ifs, name)
+	}
+}
+
+// iface returns the cached interface, rebuilt when its class link moved
+// (renamed or re-registered interface).
+func (c *netdevCollector) iface(name string) *netIf {
+	dir := filepath.Join(c.dir(), name)
+	target, _ := os.Readlink(dir)
+	if ifc, ok := c.ifs[name]; ok {
+		if ifc.target == target {
+			return ifc
+		}
+		c.drop(name)
+	}
+	ifc := &netIf{name: name, dir: dir, target: target}
+	if _, err := os.Lstat(filepath.Join(dir, "device")); err == nil {
+		ifc.physical = true
+		ifc.pci = readLinkBase(filepath.Join(dir, "device"))
+		ifc.driver = readLinkBase(filepath.Join(dir, "device", "driver"))
+		if s, err := c.reader.readString(filepath.Join(dir, "device", "numa_node")); err == nil {
+			if v, err := parseSysfsInt([]byte(s)); err == nil && v >= 0 {
+				ifc.numa = strconv.FormatInt(v, 10)
+			}
+		}
+		c.reader.forgetPrefix(dir)
+	}
+	files, err := listDir(filepath.Join(dir, "statistics"), true)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		c.env.ReadErrors.Inc()
+		c.env.Once.Debug("stats:"+name, "msg", "cannot list interface statistics", "netdev", name, "err", err)
+	}
+	for _, f := range files {
+		if d, ok := c.descs[f]; ok {
+			ifc.stats = append(ifc.stats, ibCounter{path: filepath.Join(dir, "statistics", f), desc: d, scale: 1})
+		}
+	}
+	c.ifs[name] = ifc
+	return ifc
+}
+
+// collectIface sends one interface's metrics; false means it vanished.
+func (c *netdevCollector) collectIface(ifc *netIf, rail string, ch chan<- prometheus.Metric) bool {
+	oper, err := c.reader.readString(filepath.Join(ifc.dir, "operstate"))
+	if err != nil {
+		if isGone(err) {
+			return false
+		}
+		c.readError(filepath.Join(ifc.dir, "operstate"), err)
+	}
+	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, ifc.name, oper, ifc.driver, ifc.pci, ifc.numa, rail)
+	if oper != "" {
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, b2f(oper == "up"), ifc.name)
+	}
+	if b, err := c.reader.read(filepath.Join(ifc.dir, "speed"), c.buf[:]); err == nil {
+		// Mb/s; -1 (or EINVAL) while the link is down.
+		if v, err := parseSysfsInt(b); err == nil && v > 0 {
+			ch <- prometheus.MustNewConstMetric(c.speed, prometheus.GaugeValue, float64(v)*125000, ifc.name)
+		} else if err != nil && !errors.Is(err, errNotAvailable) {
+			c.readError(filepath.Join(ifc.dir, "speed"), err)
+		}
+	} else if !isGone(err) {
+		c.readError(filepath.Join(ifc.dir, "speed"), err)
+	}
+	for _, s := range ifc.stats {
+		b, err := c.reader.read(s.path, c.buf[:])
+		if err != nil {
+			if isGone(err) {
+				return false
+			}
+			c.readError(s.path, err)
+			continue
+		}
+		v, err := parseSysfsUint(b)
+		if err != nil {
+			c.readError(s.path, err)
+			continue
+		}
+		c.env.Once.Clear(s.path)
+		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.CounterValue, float64(v), ifc.name)
+	}
+	return true
+}
+
+func (c *netdevCollector) readError(path string, err error) {
+	if !isNotAvailable(err) {
+		c.env.ReadErrors.Inc()
+	}
+	c.env.Once.Debug(path, "msg", "skipping value", "path", strings.TrimPrefix(path, c.opts.SysfsPath), "err", err)
+}

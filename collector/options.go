@@ -1,0 +1,124 @@
+package collector
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+)
+
+// Options is the typed configuration that cmd/fabric_exporter builds from
+// flags once at startup. Collectors read it in their constructors only.
+type Options struct {
+	SysfsPath  string // --path.sysfs, default /sys
+	ProcfsPath string // --path.procfs, default /proc
+	RootfsPath string // --path.rootfs, default /
+
+	RDMADevices   Filter // --collector.rdma.device-include|exclude
+	NetdevDevices Filter // --collector.netdev.device-include|exclude
+
+	// Rails resolves rail names to RDMA ports and netdevs.
+	Rails *Rails
+
+	// Ethtool reads `ethtool -S` statistics. Nil means the ioctl
+	// implementation (safchain/ethtool), opened once on first use.
+	Ethtool EthtoolSource
+
+	// ScrapeTimeout bounds one scrape's collectors (0 = none).
+	ScrapeTimeout time.Duration
+}
+
+// sysPath joins elements under the sysfs root.
+func (o *Options) sysPath(elem ...string) string {
+	return filepath.Join(append([]string{o.SysfsPath}, elem...)...)
+}
+
+// Filter selects device names with an include or an exclude regexp (not both).
+type Filter struct {
+	include, exclude *regexp.Regexp
+}
+
+// NewFilter compiles the include and exclude patterns. Both empty accepts all.
+func NewFilter(include, exclude string) (Filter, error) {
+	var f Filter
+	if include != "" && exclude != "" {
+		return f, fmt.Errorf("device-include and device-exclude are mutually exclusive")
+	}
+	var err error
+	if include != "" {
+		if f.include, err = regexp.Compile("^(?:" + include + ")$"); err != nil {
+			return f, fmt.Errorf("device-include: %w", err)
+		}
+	}
+	if exclude != "" {
+		if f.exclude, err = regexp.Compile("^(?:" + exclude + ")$"); err != nil {
+			return f, fmt.Errorf("device-exclude: %w", err)
+		}
+	}
+	return f, nil
+}
+
+// Ignored reports whether name is filtered out.
+func (f Filter) Ignored(name string) bool {
+	if f.include != nil {
+		return !f.include.MatchString(name)
+	}
+	if f.exclude != nil {
+		return f.exclude.MatchString(name)
+	}
+	return false
+}
+
+// HasInclude reports whether an include pattern was set.
+func (f Filter) HasInclude() bool { return f.include != nil }
+
+// OnceLogger logs a message once per key, at debug level, until the key is
+// cleared (the condition went away), so a broken file is reported once and
+// not on every scrape. The number of remembered keys is bounded.
+type OnceLogger struct {
+	mu     sync.Mutex
+	logger log.Logger
+	seen   map[string]struct{}
+	max    int
+	n      atomic.Int64 // len(seen), read without the lock by Clear
+}
+
+// NewOnceLogger returns a OnceLogger remembering at most max keys.
+func NewOnceLogger(l log.Logger, max int) *OnceLogger {
+	return &OnceLogger{logger: l, seen: map[string]struct{}{}, max: max}
+}
+
+// Debug logs keyvals at debug level the first time key is seen.
+func (o *OnceLogger) Debug(key string, keyvals ...any) { o.log(level.Debug, key, keyvals) }
+
+// Warn logs keyvals at warn level the first time key is seen.
+func (o *OnceLogger) Warn(key string, keyvals ...any) { o.log(level.Warn, key, keyvals) }
+
+func (o *OnceLogger) log(lvl func(log.Logger) log.Logger, key string, keyvals []any) {
+	o.mu.Lock()
+	_, dup := o.seen[key]
+	if !dup && len(o.seen) < o.max {
+		o.seen[key] = struct{}{}
+		o.n.Store(int64(len(o.seen)))
+	}
+	o.mu.Unlock()
+	if !dup {
+		lvl(o.logger).Log(keyvals...)
+	}
+}
+
+// Clear forgets key so that the next failure is logged again.
+func (o *OnceLogger) Clear(key string) {
+	if o.n.Load() == 0 {
+		return
+	}
+	o.mu.Lock()
+	delete(o.seen, key)
+	o.n.Store(int64(len(o.seen)))
+	o.mu.Unlock()
+}

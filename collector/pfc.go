@@ -1,0 +1,232 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// pfcKind is the metric an mlx5 ethtool statistic maps to.
+type pfcKind int
+
+const (
+	pfcNone             pfcKind = iota
+	pfcPauseFrames              // {rx,tx}_{prioN,global}_pause
+	pfcPauseDuration            // {rx,tx}_{prioN,global}_pause_duration (µs)
+	pfcPauseTransitions         // rx_{prioN,global}_pause_transition
+	pfcStorm                    // tx_pause_storm_{warning,error}_events
+	pfcPauseCtrl                // {rx,tx}_pause_ctrl_phy
+	pfcPhyDiscards              // {rx,tx}_discards_phy
+	pfcOutOfBuffer              // rx_out_of_buffer
+	pfcLinkDown                 // link_down_events_phy
+	pfcVportRDMA                // {rx,tx}_vport_rdma_{unicast,multicast}_bytes
+	pfcPrioBytes                // {rx,tx}_prioN_bytes: the driver exposes per-priority stats
+)
+
+// ethtoolStat is what one ethtool statistic name means.
+type ethtoolStat struct {
+	kind      pfcKind
+	direction string // rx|tx
+	priority  string // 0-7 or global
+	severity  string // warning|error
+	scale     float64
+}
+
+// mapEthtoolName maps an mlx5 `ethtool -S` name to a typed metric. Names
+// outside the allow-list give kind pfcNone.
+func mapEthtoolName(name string) ethtoolStat {
+	switch name {
+	case "tx_pause_storm_warning_events":
+		return ethtoolStat{kind: pfcStorm, severity: "warning", scale: 1}
+	case "tx_pause_storm_error_events":
+		return ethtoolStat{kind: pfcStorm, severity: "error", scale: 1}
+	case "rx_out_of_buffer":
+		return ethtoolStat{kind: pfcOutOfBuffer, direction: "rx", scale: 1}
+	case "link_down_events_phy":
+		return ethtoolStat{kind: pfcLinkDown, scale: 1}
+	}
+	dir, rest, ok := strings.Cut(name, "_")
+	if !ok || (dir != "rx" && dir != "tx") {
+		return ethtoolStat{}
+	}
+	switch rest {
+	case "pause_ctrl_phy":
+		return ethtoolStat{kind: pfcPauseCtrl, direction: dir, scale: 1}
+	case "discards_phy":
+		return ethtoolStat{kind: pfcPhyDiscards, direction: dir, scale: 1}
+	case "vport_rdma_unicast_bytes", "vport_rdma_multicast_bytes":
+		return ethtoolStat{kind: pfcVportRDMA, direction: dir, scale: 1}
+	}
+	// {prioN,global}_pause[_duration|_transition], prioN_bytes
+	var prio string
+	switch {
+	case strings.HasPrefix(rest, "global_"):
+		prio, rest = "global", rest[len("global_"):]
+	case strings.HasPrefix(rest, "prio") && len(rest) > 5 && rest[4] >= '0' && rest[4] <= '7' && rest[5] == '_':
+		prio, rest = rest[4:5], rest[6:]
+	default:
+		return ethtoolStat{}
+	}
+	switch rest {
+	case "pause":
+		return ethtoolStat{kind: pfcPauseFrames, direction: dir, priority: prio, scale: 1}
+	case "pause_duration":
+		return ethtoolStat{kind: pfcPauseDuration, direction: dir, priority: prio, scale: 1e-6}
+	case "pause_transition":
+		return ethtoolStat{kind: pfcPauseTransitions, direction: dir, priority: prio, scale: 1}
+	case "bytes":
+		if prio != "global" {
+			return ethtoolStat{kind: pfcPrioBytes, direction: dir, priority: prio, scale: 1}
+		}
+	}
+	return ethtoolStat{}
+}
+
+type pfcCollector struct {
+	env     Env
+	opts    *Options
+	ethtool EthtoolSource
+
+	pauseFrames, pauseDuration, pauseTransitions, storms, pauseCtrl,
+	phyDiscards, outOfBuffer, linkDown, vportRDMA, prioEnabled *prometheus.Desc
+}
+
+func newPFCCollector(env Env, o *Options) (Collector, error) {
+	src := o.Ethtool
+	if src == nil {
+		src = NewIoctlEthtool()
+	}
+	nd := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, append([]string{"netdev"}, labels...), nil)
+	}
+	return &pfcCollector{
+		env: env, opts: o, ethtool: src,
+		pauseFrames:      nd("fabric_pfc_pause_frames_total", "Pause frames by direction (rx: the peer paused this NIC; tx: this NIC paused the peer) and priority (0-7, or global for 802.3x pause); per-priority series exist only while PFC is enabled on that priority.", "direction", "priority"),
+		pauseDuration:    nd("fabric_pfc_pause_duration_seconds_total", "Time spent paused by direction and priority (ethtool *_pause_duration in microseconds / 1e6); its rate is the paused fraction of time.", "direction", "priority"),
+		pauseTransitions: nd("fabric_pfc_pause_transitions_total", "Transitions between paused and unpaused for received pause (rx_*_pause_transition).", "priority"),
+		storms:           nd("fabric_pause_storm_events_total", "Pause storms the NIC detected: warning = it sent pauses for a long time, error = it stopped sending pauses (drops may have occurred).", "severity"),
+		pauseCtrl:        nd("fabric_pause_control_frames_total", "MAC pause control frames on the physical port (*_pause_ctrl_phy).", "direction"),
+		phyDiscards:      nd("fabric_netdev_phy_discards_total", "Packets discarded on the physical port for lack of buffers (*_discards_phy).", "direction"),
+		outOfBuffer:      nd("fabric_netdev_rx_out_of_buffer_total", "Packets dropped because a receive queue of the Ethernet netdev had no buffer (rx_out_of_buffer; 32 bits wide)."),
+		linkDown:         nd("fabric_netdev_link_down_events_total", "Times the physical link went down (link_down_events_phy; may mean flapping)."),
+		vportRDMA:        nd("fabric_netdev_vport_rdma_bytes_total", "RoCE bytes the NIC counted on its vport (unicast + multicast): the NIC's own count of RDMA traffic, a cross-check for fabric_rdma_port_*_bytes_total.", "direction"),
+		prioEnabled:      nd("fabric_pfc_priority_enabled", "1 if PFC is enabled on the priority (its pause statistics exist), 0 if not; absent when the driver has no per-priority statistics.", "priority"),
+	}, nil
+}
+
+func (c *pfcCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	if c.opts.Rails == nil {
+		return fmt.Errorf("%w: no rails", ErrNoData)
+	}
+	seen := map[string]bool{}
+	var netdevs []string
+	for _, r := range c.opts.Rails.Current(ctx) {
+		if r.Netdev != "" && !seen[r.Netdev] {
+			seen[r.Netdev] = true
+			netdevs = append(netdevs, r.Netdev)
+		}
+	}
+	if len(netdevs) == 0 {
+		return fmt.Errorf("%w: no rail netdev", ErrNoData)
+	}
+	sort.Strings(netdevs)
+	var errs []error
+	for _, nd := range netdevs {
+		stats, err := c.ethtool.Stats(nd)
+		if err != nil {
+			c.env.ReadErrors.Inc()
+			c.env.Once.Warn("ethtool:"+nd, "msg", "cannot read ethtool statistics", "netdev", nd, "err", err)
+			errs = append(errs, fmt.Errorf("%s: %w", nd, err))
+			continue
+		}
+		c.env.Once.Clear("ethtool:" + nd)
+		c.emit(nd, stats, ch)
+	}
+	if len(errs) == len(netdevs) {
+		err := errors.Join(errs...)
+		if allUnsupported(errs) {
+			return fmt.Errorf("%w: %v", ErrNoData, err)
+		}
+		return err
+	}
+	return nil
+}
+
+func allUnsupported(errs []error) bool {
+	for _, e := range errs {
+		if !errors.Is(e, syscall.EOPNOTSUPP) {
+			return false
+		}
+	}
+	return true
+}
+
+// emit turns one interface's statistics into metrics.
+func (c *pfcCollector) emit(nd string, stats map[string]uint64, ch chan<- prometheus.Metric) {
+	var vport [2]float64 // rx, tx
+	var vportSeen [2]bool
+	var prioStats, pfcOn [8]bool
+	names := make([]string, 0, 32)
+	for name := range stats {
+		if mapEthtoolName(name).kind != pfcNone {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		s := mapEthtoolName(name)
+		v := float64(stats[name]) * s.scale
+		switch s.kind {
+		case pfcPauseFrames:
+			ch <- prometheus.MustNewConstMetric(c.pauseFrames, prometheus.CounterValue, v, nd, s.direction, s.priority)
+			if s.priority != "global" {
+				p, _ := strconv.Atoi(s.priority)
+				pfcOn[p] = true
+			}
+		case pfcPauseDuration:
+			ch <- prometheus.MustNewConstMetric(c.pauseDuration, prometheus.CounterValue, v, nd, s.direction, s.priority)
+		case pfcPauseTransitions:
+			ch <- prometheus.MustNewConstMetric(c.pauseTransitions, prometheus.CounterValue, v, nd, s.priority)
+		case pfcStorm:
+			ch <- prometheus.MustNewConstMetric(c.storms, prometheus.CounterValue, v, nd, s.severity)
+		case pfcPauseCtrl:
+			ch <- prometheus.MustNewConstMetric(c.pauseCtrl, prometheus.CounterValue, v, nd, s.direction)
+		case pfcPhyDiscards:
+			ch <- prometheus.MustNewConstMetric(c.phyDiscards, prometheus.CounterValue, v, nd, s.direction)
+		case pfcOutOfBuffer:
+			ch <- prometheus.MustNewConstMetric(c.outOfBuffer, prometheus.CounterValue, v, nd)
+		case pfcLinkDown:
+			ch <- prometheus.MustNewConstMetric(c.linkDown, prometheus.CounterValue, v, nd)
+		case pfcVportRDMA:
+			i := 0
+			if s.direction == "tx" {
+				i = 1
+			}
+			vport[i] += v
+			vportSeen[i] = true
+		case pfcPrioBytes:
+			p, _ := strconv.Atoi(s.priority)
+			prioStats[p] = true
+		}
+	}
+	for i, dir := range []string{"rx", "tx"} {
+		if vportSeen[i] {
+			ch <- prometheus.MustNewConstMetric(c.vportRDMA, prometheus.CounterValue, vport[i], nd, dir)
+		}
+	}
+	perPrio := false
+	for _, b := range prioStats {
+		perPrio = perPrio || b
+	}
+	if perPrio {
+		for p := range 8 {
+			ch <- prometheus.MustNewConstMetric(c.prioEnabled, prometheus.GaugeValue, b2f(pfcOn[p]), nd, strconv.Itoa(p))
+		}
+	}
+}

@@ -1,0 +1,220 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// RailConfig is one --rail NAME=DEVICE[:PORT] flag.
+type RailConfig struct {
+	Name   string
+	Device string
+	Port   int
+}
+
+var railNameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+
+// ParseRail parses NAME=DEVICE[:PORT]; PORT defaults to 1.
+func ParseRail(s string) (RailConfig, error) {
+	name, dev, ok := strings.Cut(s, "=")
+	if !ok || name == "" || dev == "" {
+		return RailConfig{}, fmt.Errorf("rail %q: want NAME=DEVICE[:PORT], e.g. rail0=mlx5_0:1", s)
+	}
+	if !railNameRE.MatchString(name) {
+		return RailConfig{}, fmt.Errorf("rail %q: name %q must be 1-64 characters of [A-Za-z0-9_.:-]", s, name)
+	}
+	rc := RailConfig{Name: name, Device: dev, Port: 1}
+	if d, p, ok := strings.Cut(dev, ":"); ok {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 255 {
+			return RailConfig{}, fmt.Errorf("rail %q: port %q must be a number from 1 to 255", s, p)
+		}
+		rc.Device, rc.Port = d, n
+	}
+	if rc.Device == "" || strings.ContainsAny(rc.Device, "/\x00") || rc.Device == "." || rc.Device == ".." {
+		return RailConfig{}, fmt.Errorf("rail %q: bad device name %q", s, rc.Device)
+	}
+	return rc, nil
+}
+
+// Rail is a rail as resolved in one scrape.
+type Rail struct {
+	Name    string
+	Device  string
+	Port    string
+	Netdev  string // "" when the port has no netdev (or the device is gone)
+	Present bool   // the RDMA port exists now
+}
+
+// Rails maps rail names to RDMA ports and their netdevs. With no --rail
+// flags, every port whose link layer is Ethernet (RoCE) is a rail named
+// after its device. Resolution runs at most once per scrape and is shared by
+// the collectors of that scrape.
+type Rails struct {
+	sysfs  string
+	static []RailConfig
+
+	mu     sync.Mutex
+	lastID uint64
+	last   []Rail
+	reader *sysReader
+	ll     map[string]string // port dir -> link layer (static per registration)
+}
+
+// NewRails returns the rail resolver. With static rails it checks that every
+// named device and port exists now and fails with a clear message otherwise.
+func NewRails(sysfs string, static []RailConfig) (*Rails, error) {
+	r := &Rails{sysfs: sysfs, static: static, reader: newSysReader(), ll: map[string]string{}}
+	seen := map[string]bool{}
+	for _, rc := range static {
+		if seen[rc.Name] {
+			return nil, fmt.Errorf("rail %q is given twice", rc.Name)
+		}
+		seen[rc.Name] = true
+		portDir := filepath.Join(r.ibDir(), rc.Device, "ports", strconv.Itoa(rc.Port))
+		if _, err := listDir(filepath.Join(r.ibDir(), rc.Device), false); err != nil {
+			devs, _ := listDir(r.ibDir(), false)
+			found := "none"
+			if len(devs) > 0 {
+				found = strings.Join(devs, ", ")
+			}
+			return nil, fmt.Errorf("rail %q: RDMA device %q not found in %s (found: %s)", rc.Name, rc.Device, r.ibDir(), found)
+		}
+		if _, err := listDir(portDir, false); err != nil {
+			return nil, fmt.Errorf("rail %q: RDMA device %q has no port %d (%s)", rc.Name, rc.Device, rc.Port, portDir)
+		}
+	}
+	return r, nil
+}
+
+func (r *Rails) ibDir() string { return filepath.Join(r.sysfs, "class", "infiniband") }
+
+// Static reports whether rails come from --rail flags.
+func (r *Rails) Static() bool { return len(r.static) > 0 }
+
+// Current returns the rails of this scrape, sorted by name.
+func (r *Rails) Current(ctx context.Context) []Rail {
+	id := scrapeID(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id != 0 && id == r.lastID {
+		return r.last
+	}
+	r.last = r.resolve()
+	r.lastID = id
+	return r.last
+}
+
+func (r *Rails) resolve() []Rail {
+	var out []Rail
+	if len(r.static) > 0 {
+		for _, rc := range r.static {
+			port := strconv.Itoa(rc.Port)
+			devDir := filepath.Join(r.ibDir(), rc.Device)
+			portDir := filepath.Join(devDir, "ports", port)
+			rail := Rail{Name: rc.Name, Device: rc.Device, Port: port}
+			if _, err := r.reader.read(filepath.Join(portDir, "link_layer"), make([]byte, 64)); err == nil {
+				rail.Present = true
+				rail.Netdev = portNetdev(r.reader, devDir, portDir, rc.Port)
+			} else {
+				r.reader.forgetPrefix(devDir)
+			}
+			out = append(out, rail)
+		}
+	} else {
+		devs, _ := listDir(r.ibDir(), false)
+		sort.Strings(devs)
+		for _, dev := range devs {
+			devDir := filepath.Join(r.ibDir(), dev)
+			ports, _ := listDir(filepath.Join(devDir, "ports"), false)
+			sort.Slice(ports, func(i, j int) bool { return portLess(ports[i], ports[j]) })
+			var eth []string
+			for _, p := range ports {
+				ll, err := r.reader.readString(filepath.Join(devDir, "ports", p, "link_layer"))
+				if err == nil && ll == "Ethernet" {
+					eth = append(eth, p)
+				}
+			}
+			for _, p := range eth {
+				name := dev
+				if len(eth) > 1 {
+					name = dev + ":" + p
+				}
+				n, _ := strconv.Atoi(p)
+				portDir := filepath.Join(devDir, "ports", p)
+				out = append(out, Rail{Name: name, Device: dev, Port: p, Present: true, Netdev: portNetdev(r.reader, devDir, portDir, n)})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// portLess orders port directory names numerically.
+func portLess(a, b string) bool {
+	x, errA := strconv.Atoi(a)
+	y, errB := strconv.Atoi(b)
+	if errA != nil || errB != nil {
+		return a < b
+	}
+	return x < y
+}
+
+// portNetdev finds the netdev of an RDMA port the way ibdev2netdev does:
+// ports/N/gid_attrs/ndevs/0 (EINVAL or empty means none), then the netdevs
+// bound to the device's PCI function (device/net/*); with several, the one
+// whose dev_port is N-1.
+func portNetdev(r *sysReader, devDir, portDir string, port int) string {
+	var buf [256]byte
+	if b, err := r.read(filepath.Join(portDir, "gid_attrs", "ndevs", "0"), buf[:]); err == nil && len(b) > 0 {
+		return string(b)
+	}
+	netDir := filepath.Join(devDir, "device", "net")
+	names, err := listDir(netDir, false)
+	if err != nil || len(names) == 0 {
+		return ""
+	}
+	if len(names) == 1 {
+		return names[0]
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		b, err := r.read(filepath.Join(netDir, n, "dev_port"), buf[:])
+		if err != nil {
+			continue
+		}
+		if v, err := parseSysfsUint(b); err == nil && int(v) == port-1 {
+			return n
+		}
+	}
+	return ""
+}
+
+// railOf returns the rail names of an RDMA port, joined by ",".
+func railOfPort(rails []Rail, device, port string) string {
+	var names []string
+	for _, r := range rails {
+		if r.Device == device && r.Port == port {
+			names = append(names, r.Name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// railOfNetdev returns the rail names carried by a netdev, joined by ",".
+func railOfNetdev(rails []Rail, netdev string) string {
+	var names []string
+	for _, r := range rails {
+		if r.Netdev != "" && r.Netdev == netdev {
+			names = append(names, r.Name)
+		}
+	}
+	return strings.Join(names, ",")
+}

@@ -1,0 +1,392 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// portCounter maps a file of ports/N/counters (or legacy counters_ext) to a
+// metric in base units.
+type portCounter struct {
+	name  string  // metric name after fabric_rdma_port_
+	help  string  //
+	scale float64 // 4 for the 4-octet data words
+}
+
+// portCounters lists the files of ports/N/counters we name ourselves. Any
+// other numeric file there is exported as fabric_rdma_port_<file>_total.
+var portCounters = map[string]portCounter{
+	"port_xmit_data":                  {"transmitted_bytes_total", "Bytes transmitted by the port (port_xmit_data counts 4-octet words; multiplied by 4). On mlx5 RoCE this is RDMA traffic only.", 4},
+	"port_rcv_data":                   {"received_bytes_total", "Bytes received by the port (port_rcv_data counts 4-octet words; multiplied by 4). On mlx5 RoCE this is RDMA traffic only.", 4},
+	"port_xmit_packets":               {"transmitted_packets_total", "Packets transmitted by the port.", 1},
+	"port_rcv_packets":                {"received_packets_total", "Packets received by the port.", 1},
+	"unicast_xmit_packets":            {"transmitted_unicast_packets_total", "Unicast packets transmitted by the port.", 1},
+	"unicast_rcv_packets":             {"received_unicast_packets_total", "Unicast packets received by the port.", 1},
+	"multicast_xmit_packets":          {"transmitted_multicast_packets_total", "Multicast packets transmitted by the port.", 1},
+	"multicast_rcv_packets":           {"received_multicast_packets_total", "Multicast packets received by the port.", 1},
+	"port_xmit_wait":                  {"transmit_wait_ticks_total", "Ticks during which the port had data to transmit but none was sent (port_xmit_wait; the tick length is device-specific).", 1},
+	"port_xmit_discards":              {"transmit_discards_total", "Outbound packets discarded by the port.", 1},
+	"port_rcv_discards":               {"receive_discards_total", "Inbound packets discarded by the port.", 1},
+	"port_rcv_errors":                 {"receive_errors_total", "Packets with errors received by the port.", 1},
+	"port_xmit_constraint_errors":     {"transmit_constraint_errors_total", "Packets not transmitted because of constraints.", 1},
+	"port_rcv_constraint_errors":      {"receive_constraint_errors_total", "Packets received and discarded because of constraints.", 1},
+	"port_rcv_remote_physical_errors": {"receive_remote_physical_errors_total", "Packets received marked with the EBP delimiter.", 1},
+	"port_rcv_switch_relay_errors":    {"receive_switch_relay_errors_total", "Packets received that could not be forwarded by the switch.", 1},
+	"link_downed":                     {"link_downed_total", "Times the link error recovery process failed and the link went down.", 1},
+	"link_error_recovery":             {"link_error_recovery_total", "Times the link error recovery process completed successfully.", 1},
+	"local_link_integrity_errors":     {"local_link_integrity_errors_total", "Times the local physical errors exceeded the threshold.", 1},
+	"excessive_buffer_overrun_errors": {"excessive_buffer_overrun_errors_total", "Times consecutive flow control update periods had buffer overruns.", 1},
+	"symbol_error":                    {"symbol_errors_total", "Minor link errors detected on one or more physical lanes.", 1},
+	"VL15_dropped":                    {"vl15_dropped_total", "Incoming VL15 packets dropped for lack of buffers.", 1},
+}
+
+// legacyCounters maps the pre-4.5 kernel counters_ext files to the metric of
+// the same meaning. Being 64 bits wide, they win over counters/.
+var legacyCounters = map[string]string{
+	"port_xmit_data_64":           "port_xmit_data",
+	"port_rcv_data_64":            "port_rcv_data",
+	"port_xmit_packets_64":        "port_xmit_packets",
+	"port_rcv_packets_64":         "port_rcv_packets",
+	"port_unicast_xmit_packets":   "unicast_xmit_packets",
+	"port_unicast_rcv_packets":    "unicast_rcv_packets",
+	"port_multicast_xmit_packets": "multicast_xmit_packets",
+	"port_multicast_rcv_packets":  "multicast_rcv_packets",
+}
+
+// maxDynamicNames bounds how many distinct hw_counter or unknown counter
+// names one collector turns into metric names.
+const maxDynamicNames = 512
+
+type rdmaCollector struct {
+	env     Env
+	opts    *Options
+	rails   *Rails
+	reader  *sysReader
+	devices map[string]*ibDevice // by device name
+	descs   map[string]*prometheus.Desc
+	buf     [maxAttrSize]byte
+
+	portInfo, portUp, portRate, deviceInfo, lifespan, railInfo, railPresent *prometheus.Desc
+}
+
+type ibCounter struct {
+	path  string
+	desc  *prometheus.Desc
+	scale float64
+	gauge bool
+}
+
+type ibPort struct {
+	num       string
+	linkLayer string // static per registration
+	numInt   int
+	dir      string
+	counters []ibCounter
+}
+
+type ibDevice struct {
+	name, dir, target string
+	info              []string // board_id, fw_ver, hca_type, node_guid, pci_bus_id, numa_node
+	ports             []*ibPort
+}
+
+func newRDMACollector(env Env, o *Options) (Collector, error) {
+	portLabels := []string{"device", "port"}
+	c := &rdmaCollector{
+		env: env, opts: o, rails: o.Rails, reader: newSysReader(),
+		devices: map[string]*ibDevice{}, descs: map[string]*prometheus.Desc{},
+		portInfo: prometheus.NewDesc("fabric_rdma_port_info",
+			"RDMA port metadata: netdev from gid_attrs/ndevs/0 (or the PCI function's net/), link layer (Ethernet = RoCE), state, physical state and the rail it carries (\"\" for none).",
+			[]string{"device", "port", "netdev", "link_layer", "state", "phys_state", "rail"}, nil),
+		portUp:   prometheus.NewDesc("fabric_rdma_port_up", "1 if the RDMA port state is ACTIVE, else 0.", portLabels, nil),
+		portRate: prometheus.NewDesc("fabric_rdma_port_rate_bytes_per_second", "Link rate of the RDMA port in bytes per second (sysfs rate, e.g. 400 Gb/sec = 5e10).", portLabels, nil),
+		deviceInfo: prometheus.NewDesc("fabric_rdma_device_info",
+			"RDMA device metadata; numa_node is \"\" when the kernel reports no node (-1).",
+			[]string{"device", "board_id", "fw_ver", "hca_type", "node_guid", "pci_bus_id", "numa_node"}, nil),
+		lifespan: prometheus.NewDesc("fabric_rdma_hw_lifespan_seconds", "How long the kernel caches hw_counters before querying the device again (hw_counters/lifespan, milliseconds in sysfs).", portLabels, nil),
+		railInfo: prometheus.NewDesc("fabric_rail_info", "A rail: the RDMA port it is and the netdev of that port (\"\" when unresolved).",
+			[]string{"rail", "device", "port", "netdev"}, nil),
+		railPresent: prometheus.NewDesc("fabric_rail_device_present", "1 if the RDMA port of the rail exists now, 0 if it disappeared.",
+			[]string{"rail", "device", "port"}, nil),
+	}
+	return c, nil
+}
+
+func (c *rdmaCollector) dir() string { return c.opts.sysPath("class", "infiniband") }
+
+func (c *rdmaCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	var rails []Rail
+	if c.rails != nil {
+		rails = c.rails.Current(ctx)
+		for _, r := range rails {
+			ch <- prometheus.MustNewConstMetric(c.railInfo, prometheus.GaugeValue, 1, r.Name, r.Device, r.Port, r.Netdev)
+			ch <- prometheus.MustNewConstMetric(c.railPresent, prometheus.GaugeValue, b2f(r.Present), r.Name, r.Device, r.Port)
+		}
+	}
+	names, err := listDir(c.dir(), false)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w: %s does not exist", ErrNoData, c.dir())
+		}
+		return fmt.Errorf("listing RDMA devices: %w", err)
+	}
+	seen := make(map[string]bool, len(names))
+	for _, name := range names {
+		if c.opts.RDMADevices.Ignored(name) {
+			continue
+		}
+		seen[name] = true
+		dev := c.device(name)
+		if dev == nil {
+			continue
+		}
+		if !c.collectDevice(dev, rails, ch) {
+			// The device went away mid-read; rebuild it next scrape.
+			c.drop(name)
+		}
+	}
+	for name := range c.devices {
+		if !seen[name] {
+			c.drop(name)
+		}
+	}
+	return nil
+}
+
+func (c *rdmaCollector) drop(name string) {
+	if d, ok := c.devices[name]; ok {
+		c.reader.forgetPrefix(d.dir)
+		delete(c.devices, name)
+	}
+}
+
+// device returns the cached structure of a device, rebuilding it when the
+// class link points somewhere else (device re-registered or renamed).
+func (c *rdmaCollector) device(name string) *ibDevice {
+	dir := filepath.Join(c.dir(), name)
+	target, _ := os.Readlink(dir)
+	if d, ok := c.devices[name]; ok {
+		if d.target == target {
+			return d
+		}
+		c.drop(name)
+	}
+	d, err := c.scanDevice(name, dir, target)
+	if err != nil {
+		c.env.ReadErrors.Inc()
+		c.env.Once.Debug("scan:"+name, "msg", "skipping RDMA device", "device", name, "err", err)
+		return nil
+	}
+	c.env.Once.Clear("scan:" + name)
+	c.devices[name] = d
+	return d
+}
+
+func (c *rdmaCollector) scanDevice(name, dir, target string) (*ibDevice, error) {
+	d := &ibDevice{name: name, dir: dir, target: target}
+	str := func(file string) string {
+		s, err := c.reader.readString(filepath.Join(dir, file))
+		if err != nil {
+			return ""
+		}
+		return s
+	}
+	numa := ""
+	if b, err := c.reader.read(filepath.Join(dir, "device", "numa_node"), c.buf[:]); err == nil {
+		if v, err := parseSysfsInt(b); err == nil && v >= 0 {
+			numa = strconv.FormatInt(v, 10)
+		}
+	}
+	d.info = []string{name, str("board_id"), str("fw_ver"), str("hca_type"), str("node_guid"),
+		readLinkBase(filepath.Join(dir, "device")), numa}
+	// Static attributes are read once per registration; drop their fds.
+	c.reader.forgetPrefix(dir)
+
+	ports, err := listDir(filepath.Join(dir, "ports"), false)
+	if err != nil {
+		return nil, fmt.Errorf("listing ports: %w", err)
+	}
+	sort.Slice(ports, func(i, j int) bool { return portLess(ports[i], ports[j]) })
+	for _, p := range ports {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			continue
+		}
+		pd := filepath.Join(dir, "ports", p)
+		port := &ibPort{num: p, numInt: n, dir: pd}
+		port.linkLayer, _ = c.reader.readString(filepath.Join(pd, "link_layer"))
+		c.reader.forget(filepath.Join(pd, "link_layer"))
+		port.counters = c.scanCounters(pd)
+		d.ports = append(d.ports, port)
+	}
+	return d, nil
+}
+
+// scanCounters lists the counter files of a port once per registration.
+func (c *rdmaCollector) scanCounters(portDir string) []ibCounter {
+	byMetric := map[string]ibCounter{}
+	var order []string
+	add := func(key string, ctr ibCounter) {
+		if _, ok := byMetric[key]; !ok {
+			order = append(order, key)
+		}
+		byMetric[key] = ctr
+	}
+	files, _ := listDir(filepath.Join(portDir, "counters"), true)
+	for _, f := range files {
+		pc, ok := portCounters[f]
+		if !ok {
+			s := sanitizeName(f)
+			if s == "" {
+				continue
+			}
+			pc = portCounter{name: s + "_total", help: "RDMA port counter " + f + " (sysfs counters/" + f + ", exported as read).", scale: 1}
+		}
+		desc := c.desc("fabric_rdma_port_"+pc.name, pc.help)
+		if desc == nil {
+			continue
+		}
+		add("fabric_rdma_port_"+pc.name, ibCounter{path: filepath.Join(portDir, "counters", f), desc: desc, scale: pc.scale})
+	}
+	ext, _ := listDir(filepath.Join(portDir, "counters_ext"), true)
+	for _, f := range ext {
+		base, ok := legacyCounters[f]
+		if !ok {
+			continue
+		}
+		pc := portCounters[base]
+		desc := c.desc("fabric_rdma_port_"+pc.name, pc.help)
+		if desc == nil {
+			continue
+		}
+		add("fabric_rdma_port_"+pc.name, ibCounter{path: filepath.Join(portDir, "counters_ext", f), desc: desc, scale: pc.scale})
+	}
+	hw, _ := listDir(filepath.Join(portDir, "hw_counters"), true)
+	for _, f := range hw {
+		path := filepath.Join(portDir, "hw_counters", f)
+		if f == "lifespan" {
+			add("fabric_rdma_hw_lifespan_seconds", ibCounter{path: path, desc: c.lifespan, scale: 0.001, gauge: true})
+			continue
+		}
+		s := sanitizeName(f)
+		if s == "" {
+			continue
+		}
+		desc := c.desc("fabric_rdma_hw_"+s+"_total", "RDMA hardware counter "+f+" (sysfs hw_counters/"+f+"; mlx5 Q counters are 32 bits wide and wrap).")
+		if desc == nil {
+			continue
+		}
+		add("fabric_rdma_hw_"+s+"_total", ibCounter{path: path, desc: desc, scale: 1})
+	}
+	out := make([]ibCounter, 0, len(order))
+	for _, k := range order {
+		out = append(out, byMetric[k])
+	}
+	return out
+}
+
+// desc returns the cached Desc of a dynamically named metric.
+func (c *rdmaCollector) desc(name, help string) *prometheus.Desc {
+	if d, ok := c.descs[name]; ok {
+		return d
+	}
+	if len(c.descs) >= maxDynamicNames {
+		return nil
+	}
+	d := prometheus.NewDesc(name, help, []string{"device", "port"}, nil)
+	c.descs[name] = d
+	return d
+}
+
+// collectDevice sends one device's metrics; false means the device vanished.
+func (c *rdmaCollector) collectDevice(d *ibDevice, rails []Rail, ch chan<- prometheus.Metric) bool {
+	ch <- prometheus.MustNewConstMetric(c.deviceInfo, prometheus.GaugeValue, 1, d.info...)
+	for _, p := range d.ports {
+		stateID, state, err := c.readState(filepath.Join(p.dir, "state"))
+		if err != nil && isGone(err) {
+			return false
+		}
+		_, phys, _ := c.readState(filepath.Join(p.dir, "phys_state"))
+		netdev := portNetdev(c.reader, d.dir, p.dir, p.numInt)
+		ch <- prometheus.MustNewConstMetric(c.portInfo, prometheus.GaugeValue, 1,
+			d.name, p.num, netdev, p.linkLayer, state, phys, railOfPort(rails, d.name, p.num))
+		if state != "" {
+			ch <- prometheus.MustNewConstMetric(c.portUp, prometheus.GaugeValue, b2f(stateID == 4), d.name, p.num)
+		}
+		if rs, err := c.reader.readString(filepath.Join(p.dir, "rate")); err == nil {
+			if v, err := parseRate(rs); err == nil {
+				ch <- prometheus.MustNewConstMetric(c.portRate, prometheus.GaugeValue, v, d.name, p.num)
+			} else {
+				c.readError(filepath.Join(p.dir, "rate"), err)
+			}
+		}
+		gone := 0
+		for _, ctr := range p.counters {
+			b, err := c.reader.read(ctr.path, c.buf[:])
+			if err != nil {
+				if isGone(err) {
+					gone++
+					continue
+				}
+				c.readError(ctr.path, err)
+				continue
+			}
+			v, err := parseSysfsUint(b)
+			if err != nil {
+				c.readError(ctr.path, err)
+				continue
+			}
+			c.env.Once.Clear(ctr.path)
+			vt := prometheus.CounterValue
+			if ctr.gauge {
+				vt = prometheus.GaugeValue
+			}
+			ch <- prometheus.MustNewConstMetric(ctr.desc, vt, float64(v)*ctr.scale, d.name, p.num)
+		}
+		if gone > 0 && gone == len(p.counters) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *rdmaCollector) readState(path string) (int, string, error) {
+	b, err := c.reader.read(path, c.buf[:])
+	if err != nil {
+		if !isGone(err) {
+			c.readError(path, err)
+		}
+		return 0, "", err
+	}
+	id, name, err := parseState(string(b))
+	if err != nil {
+		c.readError(path, err)
+		return 0, "", err
+	}
+	return id, name, nil
+}
+
+// readError records a value that was skipped. Values the driver reports as
+// not available ("N/A (no PMA)", EINVAL, empty) are expected and only logged;
+// garbage and read failures also count in fabric_scrape_read_errors_total.
+func (c *rdmaCollector) readError(path string, err error) {
+	if !isNotAvailable(err) {
+		c.env.ReadErrors.Inc()
+	}
+	c.env.Once.Debug(path, "msg", "skipping value", "path", path, "err", err)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+

@@ -1,0 +1,300 @@
+package collector
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// attrFile is an open sysfs attribute. ReadAt at offset 0 returns the
+// attribute's current value: sysfs runs the attribute's show() again for a
+// read from offset 0, so a file can stay open across scrapes.
+type attrFile interface {
+	ReadAt(b []byte, off int64) (int, error)
+	Close() error
+}
+
+type fdFile int
+
+func (f fdFile) ReadAt(b []byte, off int64) (int, error) {
+	for {
+		n, err := unix.Pread(int(f), b, off)
+		if err == unix.EINTR {
+			continue
+		}
+		return n, err
+	}
+}
+
+func (f fdFile) Close() error { return unix.Close(int(f)) }
+
+func openFD(path string) (attrFile, error) {
+	for {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		return fdFile(fd), nil
+	}
+}
+
+// sysReader reads small sysfs attribute files and keeps them open between
+// scrapes, so that reading a counter costs one pread(2) instead of
+// open+read+close. A failed read closes and forgets the file; a device that
+// disappears is re-opened when it comes back. Safe for concurrent use.
+type sysReader struct {
+	mu      sync.Mutex
+	files   map[string]attrFile
+	maxOpen int
+	open    func(path string) (attrFile, error)
+}
+
+// fdBudget is the number of attribute files one sysReader keeps open. Go
+// raises the soft RLIMIT_NOFILE to the hard limit at startup; a quarter of
+// it is left to each reader, capped.
+var fdBudget = func() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur < 256 {
+		return 0
+	}
+	return int(min(rl.Cur/4, 16384))
+}()
+
+func newSysReader() *sysReader {
+	return &sysReader{files: map[string]attrFile{}, maxOpen: fdBudget, open: openFD}
+}
+
+// maxAttrSize bounds one attribute read; sysfs attributes are at most a page.
+const maxAttrSize = 4096
+
+// read returns the trimmed content of path, read into buf. The reader's
+// lock is held for the whole read, so a file is never closed while another
+// goroutine reads it.
+func (r *sysReader) read(path string, buf []byte) ([]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, cached := r.files[path]
+	if !cached {
+		var err error
+		if f, err = r.open(path); err != nil {
+			return nil, err
+		}
+	}
+	n, err := f.ReadAt(buf, 0)
+	if err == nil && n >= len(buf) {
+		err = fmt.Errorf("value longer than %d bytes", len(buf))
+	}
+	if err != nil {
+		f.Close()
+		if cached {
+			delete(r.files, path)
+		}
+		return nil, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	if !cached {
+		if len(r.files) < r.maxOpen {
+			r.files[path] = f
+		} else {
+			f.Close()
+		}
+	}
+	return bytes.TrimSpace(buf[:n]), nil
+}
+
+// readString is read for values kept as strings (labels).
+func (r *sysReader) readString(path string) (string, error) {
+	var buf [maxAttrSize]byte
+	b, err := r.read(path, buf[:])
+	return string(b), err
+}
+
+// forget closes the cached file of path.
+func (r *sysReader) forget(path string) {
+	r.mu.Lock()
+	if f, ok := r.files[path]; ok {
+		delete(r.files, path)
+		f.Close()
+	}
+	r.mu.Unlock()
+}
+
+// forgetPrefix closes every cached file below dir (a device that went away).
+func (r *sysReader) forgetPrefix(dir string) {
+	prefix := dir + string(filepath.Separator)
+	r.mu.Lock()
+	for p, f := range r.files {
+		if strings.HasPrefix(p, prefix) {
+			delete(r.files, p)
+			f.Close()
+		}
+	}
+	r.mu.Unlock()
+}
+
+// close closes every cached file.
+func (r *sysReader) close() {
+	r.mu.Lock()
+	for p, f := range r.files {
+		delete(r.files, p)
+		f.Close()
+	}
+	r.mu.Unlock()
+}
+
+// openCount is the number of cached open files (for tests and benchmarks).
+func (r *sysReader) openCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.files)
+}
+
+// Read outcomes that are not failures: the kernel says the value does not
+// exist for this device (EINVAL for an empty GID entry or the speed of a
+// link that is down, EOPNOTSUPP, ENODATA).
+func isNotAvailable(err error) bool {
+	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) ||
+		errors.Is(err, syscall.ENODATA) || errors.Is(err, errNotAvailable)
+}
+
+// isGone reports errors that mean the file or its device went away.
+func isGone(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENODEV) ||
+		errors.Is(err, syscall.ENXIO) || errors.Is(err, syscall.ESTALE)
+}
+
+// errNotAvailable marks a value that the driver reports as not available
+// ("N/A", "N/A (no PMA)", an empty read).
+var errNotAvailable = errors.New("value not available")
+
+// errGarbage marks a value that is neither a number nor a known "not
+// available" marker.
+var errGarbage = errors.New("not a number")
+
+// parseSysfsUint parses an unsigned decimal counter as sysfs prints it.
+// "N/A", "N/A (no PMA)" and empty values give errNotAvailable; anything
+// else that is not a decimal number gives errGarbage.
+func parseSysfsUint(b []byte) (uint64, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || bytes.HasPrefix(b, []byte("N/A")) {
+		return 0, errNotAvailable
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("%w: %q", errGarbage, truncate(b, 32))
+		}
+		d := uint64(c - '0')
+		if v > (1<<64-1-d)/10 {
+			return 0, fmt.Errorf("%w: %q overflows 64 bits", errGarbage, truncate(b, 32))
+		}
+		v = v*10 + d
+	}
+	return v, nil
+}
+
+// parseSysfsInt parses a signed decimal value (numa_node, speed).
+func parseSysfsInt(b []byte) (int64, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || bytes.HasPrefix(b, []byte("N/A")) {
+		return 0, errNotAvailable
+	}
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %q", errGarbage, truncate(b, 32))
+	}
+	return v, nil
+}
+
+func truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// parseRate converts an InfiniBand port rate ("400 Gb/sec (4X NDR)",
+// "2.5 Gb/sec (1X SDR)") to bytes per second.
+func parseRate(s string) (float64, error) {
+	f := strings.Fields(s)
+	if len(f) < 2 || f[1] != "Gb/sec" {
+		return 0, fmt.Errorf("%w: rate %q", errGarbage, s)
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%w: rate %q", errGarbage, s)
+	}
+	return v * 1e9 / 8, nil
+}
+
+// parseState splits "4: ACTIVE" into 4 and "ACTIVE".
+func parseState(s string) (int, string, error) {
+	id, name, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, "", fmt.Errorf("%w: state %q", errGarbage, s)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(id))
+	if err != nil {
+		return 0, "", fmt.Errorf("%w: state %q", errGarbage, s)
+	}
+	return n, strings.TrimSpace(name), nil
+}
+
+// readLinkBase returns the last element of a symlink's target ("" if path
+// is not a link).
+func readLinkBase(path string) string {
+	t, err := os.Readlink(path)
+	if err != nil {
+		return ""
+	}
+	return filepath.Base(t)
+}
+
+// listDir returns the names of entries of dir; with regular set, only
+// regular files.
+func listDir(dir string, regular bool) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(ents))
+	for _, e := range ents {
+		if regular && !e.Type().IsRegular() {
+			continue
+		}
+		out = append(out, e.Name())
+	}
+	return out, nil
+}
+
+// sanitizeName turns a kernel file name into a metric name fragment:
+// lower case, [a-z0-9_] only. It returns "" for names that cannot become
+// one (empty, or longer than 96 bytes).
+func sanitizeName(s string) string {
+	if s == "" || len(s) > 96 {
+		return ""
+	}
+	b := make([]byte, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '_':
+			b[i] = c
+		case c >= 'A' && c <= 'Z':
+			b[i] = c + ('a' - 'A')
+		default:
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
