@@ -143,14 +143,9 @@ func (e *Exporter) Names() []string {
 	return out
 }
 
-// Describe sends the descriptors of the scrape meta-metrics. The collectors'
-// own metrics are dynamic (hw_counters depend on the firmware), so the
-// Exporter is otherwise an unchecked collector.
-func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
-	ch <- scrapeDurationDesc
-	ch <- scrapeSuccessDesc
-	e.readErrors.Describe(ch)
-}
+// Describe sends nothing: the collectors' metrics are dynamic (hw_counters
+// depend on the firmware), so the Exporter is an unchecked collector.
+func (e *Exporter) Describe(chan<- *prometheus.Desc) {}
 
 // Collect runs every collector in its own goroutine.
 func (e *Exporter) Collect(ch chan<- prometheus.Metric) {

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -65,13 +66,13 @@ type Rails struct {
 	lastID uint64
 	last   []Rail
 	reader *sysReader
-	ll     map[string]string // port dir -> link layer (static per registration)
+	links  map[string]string // class/infiniband/<dev> -> its link target
 }
 
 // NewRails returns the rail resolver. With static rails it checks that every
 // named device and port exists now and fails with a clear message otherwise.
 func NewRails(sysfs string, static []RailConfig) (*Rails, error) {
-	r := &Rails{sysfs: sysfs, static: static, reader: newSysReader(), ll: map[string]string{}}
+	r := &Rails{sysfs: sysfs, static: static, reader: newSysReader(), links: map[string]string{}}
 	seen := map[string]bool{}
 	for _, rc := range static {
 		if seen[rc.Name] {
@@ -120,7 +121,11 @@ func (r *Rails) resolve() []Rail {
 			devDir := filepath.Join(r.ibDir(), rc.Device)
 			portDir := filepath.Join(devDir, "ports", port)
 			rail := Rail{Name: rc.Name, Device: rc.Device, Port: port}
-			if _, err := r.reader.read(filepath.Join(portDir, "link_layer"), make([]byte, 64)); err == nil {
+			if r.linkChanged(devDir) {
+				r.reader.forgetPrefix(devDir)
+			}
+			var buf [64]byte
+			if _, err := r.reader.read(filepath.Join(portDir, "link_layer"), buf[:]); err == nil {
 				rail.Present = true
 				rail.Netdev = portNetdev(r.reader, devDir, portDir, rc.Port)
 			} else {
@@ -133,6 +138,9 @@ func (r *Rails) resolve() []Rail {
 		sort.Strings(devs)
 		for _, dev := range devs {
 			devDir := filepath.Join(r.ibDir(), dev)
+			if r.linkChanged(devDir) {
+				r.reader.forgetPrefix(devDir)
+			}
 			ports, _ := listDir(filepath.Join(devDir, "ports"), false)
 			sort.Slice(ports, func(i, j int) bool { return portLess(ports[i], ports[j]) })
 			var eth []string
@@ -155,6 +163,22 @@ func (r *Rails) resolve() []Rail {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// linkChanged reports whether the class link of a device changed since the
+// last call (the device went away, came back or was re-registered): its
+// cached files must then be re-opened.
+func (r *Rails) linkChanged(devDir string) bool {
+	t, err := os.Readlink(devDir)
+	if err != nil {
+		t = ""
+	}
+	old, ok := r.links[devDir]
+	r.links[devDir] = t
+	if t == "" {
+		delete(r.links, devDir)
+	}
+	return ok && old != t
 }
 
 // portLess orders port directory names numerically.

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden file collector/fixtures/e2e-output.txt")
+
+const (
+	goldenPath = "../../collector/fixtures/e2e-output.txt"
+	fixtureSys = "../../collector/fixtures/sys"
+	fixtureEth = "../../collector/fixtures/ethtool"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "fabric-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "fabric_exporter")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building fabric_exporter: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startExporter runs the built binary and waits until it serves.
+func startExporter(t *testing.T, args ...string) (addr string, logs *bytes.Buffer) {
+	t.Helper()
+	addr = freeAddr(t)
+	logs = &bytes.Buffer{}
+	cmd := exec.Command(binary, append([]string{"--web.listen-address=" + addr}, args...)...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("exporter log:\n%s", logs)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
+			resp.Body.Close()
+			return addr, logs
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("exporter did not start:\n%s", logs)
+	return "", nil
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %s\n%s", url, resp.Status, b)
+	}
+	return string(b)
+}
+
+// volatile matches series whose values change between runs.
+var volatile = regexp.MustCompile(`^(# (HELP|TYPE) )?(go_|process_|promhttp_|fabric_exporter_build_info|fabric_scrape_collector_duration_seconds)`)
+
+func stable(metrics string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(metrics, "\n") {
+		if line != "" && !volatile.MatchString(line) {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+// TestEndToEnd starts the binary on the fixture tree, scrapes it and diffs
+// the output against the golden file; `go test ./cmd/fabric_exporter -update`
+// rewrites it. promtool (Debian's prometheus package) lints the scrape.
+func TestEndToEnd(t *testing.T) {
+	addr, logs := startExporter(t, "--path.sysfs="+fixtureSys, "--collector.pfc.ethtool-fixtures="+fixtureEth)
+	raw := get(t, "http://"+addr+"/metrics")
+	got := stable(raw)
+	if *update {
+		if err := os.WriteFile(goldenPath, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(goldenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("scrape differs from %s (rerun with -update to accept):\n%s", goldenPath, lineDiff(string(want), got))
+	}
+	for _, s := range []string{"fabric_exporter_build_info{", `fabric_scrape_collector_duration_seconds{collector="rdma"}`, "go_goroutines ", "process_resident_memory_bytes "} {
+		if !strings.Contains(raw, s) {
+			t.Errorf("scrape lacks %s", s)
+		}
+	}
+	if strings.Contains(logs.String(), "level=error") {
+		t.Errorf("exporter logged errors:\n%s", logs)
+	}
+	promtoolCheck(t, raw)
+}
+
+func promtoolCheck(t *testing.T, metrics string) {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("promtool not found; .ci/run installs Debian's prometheus package")
+		}
+		t.Log("promtool not found: skipping `promtool check metrics`")
+		return
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(metrics)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// lineDiff lists lines only in want (-) or only in got (+).
+func lineDiff(want, got string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	w, g := in(want), in(got)
+	var b strings.Builder
+	for _, l := range strings.Split(want, "\n") {
+		if !g[l] {
+			fmt.Fprintf(&b, "-%s\n", l)
+		}
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if !w[l] {
+			fmt.Fprintf(&b, "+%s\n", l)
+		}
+	}
+	return b.String()
+}
+
+// On a host without RDMA (an empty sysfs, and this machine's own /sys) the
+// exporter starts, serves, and reports the rdma collector as having no data.
+func TestNoRDMAHost(t *testing.T) {
+	for _, sys := range []string{t.TempDir(), "/sys"} {
+		addr, logs := startExporter(t, "--path.sysfs="+sys)
+		raw := get(t, "http://"+addr+"/metrics")
+		for _, want := range []string{`fabric_scrape_collector_success{collector="rdma"} 0`, `fabric_scrape_collector_success{collector="pfc"} 0`} {
+			if !strings.Contains(raw, want) {
+				t.Errorf("sysfs %s: scrape lacks %q", sys, want)
+			}
+		}
+		if strings.Contains(raw, "fabric_rdma_port_") {
+			t.Errorf("sysfs %s: RDMA port series without RDMA devices", sys)
+		}
+		if strings.Contains(logs.String(), "level=error") {
+			t.Errorf("sysfs %s: errors logged on a host without RDMA:\n%s", sys, logs)
+		}
+		promtoolCheck(t, raw)
+	}
+}
+
+func TestLandingPage(t *testing.T) {
+	addr, _ := startExporter(t, "--path.sysfs="+fixtureSys, "--rail=rail0=mlx5_0:1", "--rail=rail1=mlx5_3")
+	page := get(t, "http://"+addr+"/")
+	for _, want := range []string{"rdma", "netdev", "pfc", "<td>rail0</td><td>mlx5_0:1</td><td>eth0</td>", "<td>rail1</td><td>mlx5_3:1</td><td>eth3</td>", `href="/metrics"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("landing page lacks %q", want)
+		}
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--path.sysfs=" + fixtureSys, "--rail=rail0=mlx5_9"}, `RDMA device \"mlx5_9\" not found`},
+		{[]string{"--path.sysfs=" + fixtureSys, "--rail=oops"}, `want NAME=DEVICE[:PORT]`},
+		{[]string{"--collector.rdma.device-include=(", "--path.sysfs=" + fixtureSys}, `device-include`},
+		{[]string{"--no-such-flag"}, "unknown long flag"},
+	} {
+		out, err := exec.Command(binary, append(tc.args, "--web.listen-address="+freeAddr(t))...).CombinedOutput()
+		if err == nil {
+			t.Errorf("%v: exporter started", tc.args)
+			continue
+		}
+		if !strings.Contains(string(out), tc.want) {
+			t.Errorf("%v: output %q lacks %q", tc.args, out, tc.want)
+		}
+	}
+}
+
+func TestCollectorFlags(t *testing.T) {
+	addr, _ := startExporter(t, "--path.sysfs="+fixtureSys, "--collector.disable-defaults", "--collector.rdma")
+	raw := get(t, "http://"+addr+"/metrics")
+	if !strings.Contains(raw, `fabric_scrape_collector_success{collector="rdma"} 1`) || strings.Contains(raw, `collector="netdev"`) {
+		t.Errorf("--collector.disable-defaults --collector.rdma: wrong collectors:\n%s", grep(raw, "collector_success"))
+	}
+	addr, _ = startExporter(t, "--path.sysfs="+fixtureSys, "--no-collector.pfc")
+	raw = get(t, "http://"+addr+"/metrics")
+	if strings.Contains(raw, `collector="pfc"`) || !strings.Contains(raw, `collector="netdev"`) {
+		t.Errorf("--no-collector.pfc: wrong collectors:\n%s", grep(raw, "collector_success"))
+	}
+}
+
+func grep(s, sub string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}

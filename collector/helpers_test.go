@@ -1,0 +1,99 @@
+package collector
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+const fixtureSys = "fixtures/sys"
+
+// updater adapts a Collector to prometheus.Collector for testutil.
+type updater struct {
+	c   Collector
+	err *error
+}
+
+func (u updater) Describe(chan<- *prometheus.Desc) {}
+func (u updater) Collect(ch chan<- prometheus.Metric) {
+	err := u.c.Update(context.Background(), ch)
+	if u.err != nil {
+		*u.err = err
+	}
+}
+
+// testEnv returns an Env whose read-error counter can be inspected.
+func testEnv() (Env, prometheus.Counter) {
+	ctr := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_read_errors_total", Help: "x"})
+	l := log.NewNopLogger()
+	return Env{Logger: l, ReadErrors: ctr, Once: NewOnceLogger(l, 1024)}, ctr
+}
+
+// fixtureOptions returns Options for a sysfs tree with default rails.
+func fixtureOptions(t testing.TB, sysfs string, rails ...string) *Options {
+	t.Helper()
+	var cfgs []RailConfig
+	for _, r := range rails {
+		rc, err := ParseRail(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgs = append(cfgs, rc)
+	}
+	rs, err := NewRails(sysfs, cfgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Options{SysfsPath: sysfs, Rails: rs, Ethtool: FileEthtool{Dir: "fixtures/ethtool"}}
+}
+
+// compare runs c once and compares the named metrics with want.
+func compare(t testing.TB, c Collector, want string, names ...string) {
+	t.Helper()
+	var err error
+	if cerr := testutil.CollectAndCompare(updater{c: c, err: &err}, strings.NewReader(want), names...); cerr != nil {
+		t.Error(cerr)
+	}
+	if err != nil {
+		t.Errorf("Update: %v", err)
+	}
+}
+
+// copyTree copies a fixture tree (files, dirs, symlinks) to a temp dir.
+func copyTree(t testing.TB, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(l, target)
+		case fi.IsDir():
+			return os.MkdirAll(target, 0o755)
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(target, b, fi.Mode().Perm())
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}

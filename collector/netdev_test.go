@@ -1,0 +1,110 @@
+package collector
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func newTestNetdev(t testing.TB, o *Options) *netdevCollector {
+	t.Helper()
+	env, _ := testEnv()
+	c, err := newNetdevCollector(env, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.(*netdevCollector)
+}
+
+func TestNetdevFixture(t *testing.T) {
+	c := newTestNetdev(t, fixtureOptions(t, fixtureSys))
+	// Physical NICs only (lo and docker0 have no device link); eth2's link is
+	// down, so it has no speed. Speeds: 400000 Mb/s x 125000 = 5e10 B/s.
+	compare(t, c, `
+# HELP fabric_netdev_info Network interface metadata; rail is "" when the interface carries no rail, numa_node "" when unknown.
+# TYPE fabric_netdev_info gauge
+fabric_netdev_info{driver="ixgbe",netdev="eth1",numa_node="0",operstate="up",pci_bus_id="0000:03:00.0",rail=""} 1
+fabric_netdev_info{driver="ixgbe",netdev="eth2",numa_node="0",operstate="down",pci_bus_id="0000:03:00.1",rail=""} 1
+fabric_netdev_info{driver="mlx5_core",netdev="eth0",numa_node="0",operstate="up",pci_bus_id="0000:18:00.0",rail="mlx5_0"} 1
+fabric_netdev_info{driver="mlx5_core",netdev="eth3",numa_node="1",operstate="up",pci_bus_id="0000:9a:00.0",rail="mlx5_3"} 1
+# HELP fabric_netdev_speed_bytes_per_second Link speed in bytes per second (absent while the link is down).
+# TYPE fabric_netdev_speed_bytes_per_second gauge
+fabric_netdev_speed_bytes_per_second{netdev="eth0"} 5e+10
+fabric_netdev_speed_bytes_per_second{netdev="eth1"} 1.25e+09
+fabric_netdev_speed_bytes_per_second{netdev="eth3"} 5e+10
+# HELP fabric_netdev_up 1 if the interface's operstate is up, else 0.
+# TYPE fabric_netdev_up gauge
+fabric_netdev_up{netdev="eth0"} 1
+fabric_netdev_up{netdev="eth1"} 1
+fabric_netdev_up{netdev="eth2"} 0
+fabric_netdev_up{netdev="eth3"} 1
+# HELP fabric_netdev_received_bytes_total Bytes received by the interface (kernel stack; RoCE traffic bypasses it).
+# TYPE fabric_netdev_received_bytes_total counter
+fabric_netdev_received_bytes_total{netdev="eth0"} 2.195783498134e+12
+fabric_netdev_received_bytes_total{netdev="eth1"} 9.61500123e+08
+fabric_netdev_received_bytes_total{netdev="eth2"} 0
+fabric_netdev_received_bytes_total{netdev="eth3"} 8.8034564921e+10
+# HELP fabric_netdev_received_missed_errors_total Packets missed by the host (no buffer).
+# TYPE fabric_netdev_received_missed_errors_total counter
+fabric_netdev_received_missed_errors_total{netdev="eth0"} 0
+fabric_netdev_received_missed_errors_total{netdev="eth1"} 0
+fabric_netdev_received_missed_errors_total{netdev="eth2"} 0
+fabric_netdev_received_missed_errors_total{netdev="eth3"} 12
+`, "fabric_netdev_info", "fabric_netdev_speed_bytes_per_second", "fabric_netdev_up", "fabric_netdev_received_bytes_total", "fabric_netdev_received_missed_errors_total")
+}
+
+// Rail netdevs are always collected, even when the filter excludes them.
+func TestNetdevFilterKeepsRails(t *testing.T) {
+	o := fixtureOptions(t, fixtureSys)
+	var err error
+	if o.NetdevDevices, err = NewFilter("", "eth.*"); err != nil {
+		t.Fatal(err)
+	}
+	c := newTestNetdev(t, o)
+	compare(t, c, `
+# HELP fabric_netdev_up 1 if the interface's operstate is up, else 0.
+# TYPE fabric_netdev_up gauge
+fabric_netdev_up{netdev="eth0"} 1
+fabric_netdev_up{netdev="eth3"} 1
+`, "fabric_netdev_up")
+	// An include pattern may select virtual interfaces too.
+	if o.NetdevDevices, err = NewFilter("lo|eth1", ""); err != nil {
+		t.Fatal(err)
+	}
+	c = newTestNetdev(t, o)
+	if n := testutil.CollectAndCount(updater{c: c}, "fabric_netdev_info"); n != 4 {
+		t.Errorf("interfaces with include lo|eth1 = %d, want 4 (lo, eth1 and the two rail netdevs)", n)
+	}
+}
+
+// A renamed interface is re-read under its new name; the old name vanishes.
+func TestNetdevRenamed(t *testing.T) {
+	sys := copyTree(t, fixtureSys)
+	c := newTestNetdev(t, fixtureOptions(t, sys))
+	if n := testutil.CollectAndCount(updater{c: c}, "fabric_netdev_up"); n != 4 {
+		t.Fatalf("interfaces = %d, want 4", n)
+	}
+	classNet := filepath.Join(sys, "class", "net")
+	target, _ := os.Readlink(filepath.Join(classNet, "eth1"))
+	newTarget := filepath.Join(filepath.Dir(target), "ens1f0")
+	if err := os.Rename(filepath.Join(classNet, target), filepath.Join(classNet, newTarget)); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(classNet, "eth1"))
+	if err := os.Symlink(newTarget, filepath.Join(classNet, "ens1f0")); err != nil {
+		t.Fatal(err)
+	}
+	compare(t, c, `
+# HELP fabric_netdev_up 1 if the interface's operstate is up, else 0.
+# TYPE fabric_netdev_up gauge
+fabric_netdev_up{netdev="eth0"} 1
+fabric_netdev_up{netdev="ens1f0"} 1
+fabric_netdev_up{netdev="eth2"} 0
+fabric_netdev_up{netdev="eth3"} 1
+`, "fabric_netdev_up")
+	if _, ok := c.ifs["eth1"]; ok {
+		t.Error("old interface name still cached")
+	}
+}

@@ -1,0 +1,272 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+)
+
+func newTestRDMA(t testing.TB, o *Options) (*rdmaCollector, prometheus.Counter) {
+	t.Helper()
+	env, errs := testEnv()
+	c, err := newRDMACollector(env, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.(*rdmaCollector), errs
+}
+
+func TestRDMAFixture(t *testing.T) {
+	c, errs := newTestRDMA(t, fixtureOptions(t, fixtureSys))
+	// Values checked by hand against collector/fixtures/sys:
+	// mlx5_0 port_xmit_data 230442669431839 words x4 = 921770677727356 bytes,
+	// port_rcv_data 230539874932483 x4 = 922159499729932; mlx4_0 port 2 takes
+	// the 64-bit counters_ext value (3733440 x4 = 14933760) over counters/ (0).
+	compare(t, c, `
+# HELP fabric_rdma_port_transmitted_bytes_total Bytes transmitted by the port (port_xmit_data counts 4-octet words; multiplied by 4). On mlx5 RoCE this is RDMA traffic only.
+# TYPE fabric_rdma_port_transmitted_bytes_total counter
+fabric_rdma_port_transmitted_bytes_total{device="mlx4_0",port="1"} 1.493376e+07
+fabric_rdma_port_transmitted_bytes_total{device="mlx4_0",port="2"} 1.493376e+07
+fabric_rdma_port_transmitted_bytes_total{device="mlx5_0",port="1"} 9.21770677727356e+14
+fabric_rdma_port_transmitted_bytes_total{device="mlx5_3",port="1"} 9.21770677727356e+14
+# HELP fabric_rdma_port_received_bytes_total Bytes received by the port (port_rcv_data counts 4-octet words; multiplied by 4). On mlx5 RoCE this is RDMA traffic only.
+# TYPE fabric_rdma_port_received_bytes_total counter
+fabric_rdma_port_received_bytes_total{device="mlx4_0",port="1"} 1.8527668e+07
+fabric_rdma_port_received_bytes_total{device="mlx4_0",port="2"} 1.8527668e+07
+fabric_rdma_port_received_bytes_total{device="mlx5_0",port="1"} 9.22159499729932e+14
+fabric_rdma_port_received_bytes_total{device="mlx5_3",port="1"} 8.20514751096996e+14
+# HELP fabric_rdma_hw_lifespan_seconds How long the kernel caches hw_counters before querying the device again (hw_counters/lifespan, milliseconds in sysfs).
+# TYPE fabric_rdma_hw_lifespan_seconds gauge
+fabric_rdma_hw_lifespan_seconds{device="mlx5_0",port="1"} 0.012
+fabric_rdma_hw_lifespan_seconds{device="mlx5_3",port="1"} 0.01
+# HELP fabric_rdma_hw_local_ack_timeout_err_total RDMA hardware counter local_ack_timeout_err (sysfs hw_counters/local_ack_timeout_err; mlx5 Q counters are 32 bits wide and wrap).
+# TYPE fabric_rdma_hw_local_ack_timeout_err_total counter
+fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_0",port="1"} 2705
+fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_3",port="1"} 0
+# HELP fabric_rdma_hw_np_cnp_sent_total RDMA hardware counter np_cnp_sent (sysfs hw_counters/np_cnp_sent; mlx5 Q counters are 32 bits wide and wrap).
+# TYPE fabric_rdma_hw_np_cnp_sent_total counter
+fabric_rdma_hw_np_cnp_sent_total{device="mlx5_0",port="1"} 1333
+# HELP fabric_rdma_hw_req_transport_retries_exceeded_total RDMA hardware counter req_transport_retries_exceeded (sysfs hw_counters/req_transport_retries_exceeded; mlx5 Q counters are 32 bits wide and wrap).
+# TYPE fabric_rdma_hw_req_transport_retries_exceeded_total counter
+fabric_rdma_hw_req_transport_retries_exceeded_total{device="mlx5_0",port="1"} 0
+fabric_rdma_hw_req_transport_retries_exceeded_total{device="mlx5_3",port="1"} 0
+# HELP fabric_rdma_port_info RDMA port metadata: netdev from gid_attrs/ndevs/0 (or the PCI function's net/), link layer (Ethernet = RoCE), state, physical state and the rail it carries ("" for none).
+# TYPE fabric_rdma_port_info gauge
+fabric_rdma_port_info{device="i40iw0",link_layer="InfiniBand",netdev="",phys_state="LinkUp",port="1",rail="",state="ACTIVE"} 1
+fabric_rdma_port_info{device="mlx4_0",link_layer="InfiniBand",netdev="",phys_state="LinkUp",port="1",rail="",state="ACTIVE"} 1
+fabric_rdma_port_info{device="mlx4_0",link_layer="InfiniBand",netdev="",phys_state="LinkUp",port="2",rail="",state="ACTIVE"} 1
+fabric_rdma_port_info{device="mlx5_0",link_layer="Ethernet",netdev="eth0",phys_state="LinkUp",port="1",rail="mlx5_0",state="ACTIVE"} 1
+fabric_rdma_port_info{device="mlx5_3",link_layer="Ethernet",netdev="eth3",phys_state="LinkUp",port="1",rail="mlx5_3",state="ACTIVE"} 1
+# HELP fabric_rdma_port_rate_bytes_per_second Link rate of the RDMA port in bytes per second (sysfs rate, e.g. 400 Gb/sec = 5e10).
+# TYPE fabric_rdma_port_rate_bytes_per_second gauge
+fabric_rdma_port_rate_bytes_per_second{device="i40iw0",port="1"} 1.25e+09
+fabric_rdma_port_rate_bytes_per_second{device="mlx4_0",port="1"} 5e+09
+fabric_rdma_port_rate_bytes_per_second{device="mlx4_0",port="2"} 5e+09
+fabric_rdma_port_rate_bytes_per_second{device="mlx5_0",port="1"} 5e+10
+fabric_rdma_port_rate_bytes_per_second{device="mlx5_3",port="1"} 5e+10
+# HELP fabric_rdma_device_info RDMA device metadata; numa_node is "" when the kernel reports no node (-1).
+# TYPE fabric_rdma_device_info gauge
+fabric_rdma_device_info{board_id="I40IW Board ID",device="i40iw0",fw_ver="0.2",hca_type="I40IW",node_guid="",numa_node="",pci_bus_id="0000:09:00.0"} 1
+fabric_rdma_device_info{board_id="MT_0000000838",device="mlx5_0",fw_ver="28.41.1000",hca_type="MT4129",node_guid="a088:c203:0052:8e1a",numa_node="0",pci_bus_id="0000:18:00.0"} 1
+fabric_rdma_device_info{board_id="MT_0000000838",device="mlx5_3",fw_ver="28.41.1000",hca_type="MT4129",node_guid="a088:c203:0052:8e7e",numa_node="1",pci_bus_id="0000:9a:00.0"} 1
+fabric_rdma_device_info{board_id="SM_1141000001000",device="mlx4_0",fw_ver="2.31.5050",hca_type="MT4099",node_guid="",numa_node="0",pci_bus_id="0000:04:00.0"} 1
+# HELP fabric_rail_info A rail: the RDMA port it is and the netdev of that port ("" when unresolved).
+# TYPE fabric_rail_info gauge
+fabric_rail_info{device="mlx5_0",netdev="eth0",port="1",rail="mlx5_0"} 1
+fabric_rail_info{device="mlx5_3",netdev="eth3",port="1",rail="mlx5_3"} 1
+`, "fabric_rdma_port_transmitted_bytes_total", "fabric_rdma_port_received_bytes_total", "fabric_rdma_hw_lifespan_seconds",
+		"fabric_rdma_hw_local_ack_timeout_err_total", "fabric_rdma_hw_np_cnp_sent_total", "fabric_rdma_hw_req_transport_retries_exceeded_total",
+		"fabric_rdma_port_info", "fabric_rdma_port_rate_bytes_per_second", "fabric_rdma_device_info", "fabric_rail_info")
+
+	// The i40iw0 "N/A (no PMA)" counters, mlx5_3's "N/A" np_cnp_sent and
+	// empty rp_cnp_ignored are "not available": no series, no error. Only the
+	// garbage out_of_buffer ("0x1f!") counts as a read error (once per scrape).
+	if got := testutil.ToFloat64(errs); got != 1 {
+		t.Errorf("read errors after one scrape = %v, want 1", got)
+	}
+	out, err := testutil.CollectAndFormat(updater{c: c}, expfmt.TypeTextPlain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, absent := range []string{`device="i40iw0",port="1"} `, `fabric_rdma_hw_out_of_buffer_total{device="mlx5_3"`,
+		`fabric_rdma_hw_rp_cnp_ignored_total{device="mlx5_3"`, `fabric_rdma_port_symbol_errors_total{device="mlx5_3"`} {
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, absent) && !strings.Contains(line, "_info{") && !strings.Contains(line, "rate_bytes") && !strings.Contains(line, "port_up") {
+				t.Errorf("unexpected series %q", line)
+			}
+		}
+	}
+}
+
+func TestRDMANoInfinibandIsNoData(t *testing.T) {
+	dir := t.TempDir()
+	c, _ := newTestRDMA(t, fixtureOptions(t, dir))
+	err := c.Update(context.Background(), make(chan prometheus.Metric, 100))
+	if !errors.Is(err, ErrNoData) {
+		t.Fatalf("Update on a host without class/infiniband = %v, want ErrNoData", err)
+	}
+}
+
+// A Broadcom bnxt_re device has hw_counters but no counters/ directory.
+func TestRDMADeviceWithoutCounters(t *testing.T) {
+	root := t.TempDir()
+	port := filepath.Join(root, "class", "infiniband", "bnxt_re0", "ports", "1")
+	for f, v := range map[string]string{
+		"link_layer": "Ethernet", "state": "4: ACTIVE", "phys_state": "5: LinkUp", "rate": "100 Gb/sec (4X EDR)",
+		"hw_counters/rx_pkts": "123", "hw_counters/tx_bytes": "4567",
+	} {
+		mustWrite(t, filepath.Join(port, f), v+"\n")
+	}
+	c, errs := newTestRDMA(t, fixtureOptions(t, root))
+	compare(t, c, `
+# HELP fabric_rdma_hw_tx_bytes_total RDMA hardware counter tx_bytes (sysfs hw_counters/tx_bytes; mlx5 Q counters are 32 bits wide and wrap).
+# TYPE fabric_rdma_hw_tx_bytes_total counter
+fabric_rdma_hw_tx_bytes_total{device="bnxt_re0",port="1"} 4567
+# HELP fabric_rdma_port_up 1 if the RDMA port state is ACTIVE, else 0.
+# TYPE fabric_rdma_port_up gauge
+fabric_rdma_port_up{device="bnxt_re0",port="1"} 1
+`, "fabric_rdma_hw_tx_bytes_total", "fabric_rdma_port_up")
+	if got := testutil.ToFloat64(errs); got != 0 {
+		t.Errorf("read errors = %v, want 0", got)
+	}
+}
+
+func mustWrite(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// faultFile fails every read with err.
+type faultFile struct{ err error }
+
+func (f faultFile) ReadAt([]byte, int64) (int, error) { return 0, f.err }
+func (f faultFile) Close() error                      { return nil }
+
+// Read errors on single files (EINVAL, EACCES, EIO) skip that value only.
+func TestRDMAReadErrorsAreIsolated(t *testing.T) {
+	c, errs := newTestRDMA(t, fixtureOptions(t, fixtureSys))
+	faults := map[string]error{
+		"mlx5_0/ports/1/hw_counters/local_ack_timeout_err": syscall.EACCES,
+		"mlx5_0/ports/1/hw_counters/np_cnp_sent":           syscall.EINVAL,
+		"mlx5_0/ports/1/counters/port_xmit_data":           syscall.EIO,
+	}
+	c.reader.open = func(path string) (attrFile, error) {
+		for suffix, err := range faults {
+			if strings.HasSuffix(path, suffix) {
+				return faultFile{err}, nil
+			}
+		}
+		return openFD(path)
+	}
+	compare(t, c, `
+# HELP fabric_rdma_port_received_bytes_total Bytes received by the port (port_rcv_data counts 4-octet words; multiplied by 4). On mlx5 RoCE this is RDMA traffic only.
+# TYPE fabric_rdma_port_received_bytes_total counter
+fabric_rdma_port_received_bytes_total{device="mlx4_0",port="1"} 1.8527668e+07
+fabric_rdma_port_received_bytes_total{device="mlx4_0",port="2"} 1.8527668e+07
+fabric_rdma_port_received_bytes_total{device="mlx5_0",port="1"} 9.22159499729932e+14
+fabric_rdma_port_received_bytes_total{device="mlx5_3",port="1"} 8.20514751096996e+14
+# HELP fabric_rdma_hw_local_ack_timeout_err_total RDMA hardware counter local_ack_timeout_err (sysfs hw_counters/local_ack_timeout_err; mlx5 Q counters are 32 bits wide and wrap).
+# TYPE fabric_rdma_hw_local_ack_timeout_err_total counter
+fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_3",port="1"} 0
+# HELP fabric_rdma_port_transmitted_bytes_total Bytes transmitted by the port (port_xmit_data counts 4-octet words; multiplied by 4). On mlx5 RoCE this is RDMA traffic only.
+# TYPE fabric_rdma_port_transmitted_bytes_total counter
+fabric_rdma_port_transmitted_bytes_total{device="mlx4_0",port="1"} 1.493376e+07
+fabric_rdma_port_transmitted_bytes_total{device="mlx4_0",port="2"} 1.493376e+07
+fabric_rdma_port_transmitted_bytes_total{device="mlx5_3",port="1"} 9.21770677727356e+14
+`, "fabric_rdma_port_received_bytes_total", "fabric_rdma_hw_local_ack_timeout_err_total", "fabric_rdma_port_transmitted_bytes_total")
+	// EACCES and EIO count (plus the fixture's garbage value); EINVAL is
+	// "not available".
+	if got := testutil.ToFloat64(errs); got != 3 {
+		t.Errorf("read errors = %v, want 3", got)
+	}
+}
+
+// An HCA that disappears is dropped (and its files closed); when it comes
+// back it is read again without a restart.
+func TestRDMADeviceRemovedAndRestored(t *testing.T) {
+	sys := copyTree(t, fixtureSys)
+	c, _ := newTestRDMA(t, fixtureOptions(t, sys))
+	count := func() int {
+		return testutil.CollectAndCount(updater{c: c}, "fabric_rdma_port_transmitted_bytes_total")
+	}
+	if n := count(); n != 4 {
+		t.Fatalf("series before = %d, want 4", n)
+	}
+	link := filepath.Join(sys, "class", "infiniband", "mlx5_3")
+	target, _ := os.Readlink(link)
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 3 {
+		t.Fatalf("series with mlx5_3 removed = %d, want 3", n)
+	}
+	if _, ok := c.devices["mlx5_3"]; ok {
+		t.Error("removed device still cached")
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 4 {
+		t.Fatalf("series after restore = %d, want 4", n)
+	}
+}
+
+// Counters are exported raw: a 32-bit hw counter that wraps goes down and
+// Prometheus' rate() treats it as a reset. Values written in place (as sysfs
+// changes them) are seen through the kept-open files.
+func TestRDMACountersFollowUpdates(t *testing.T) {
+	sys := copyTree(t, fixtureSys)
+	c, _ := newTestRDMA(t, fixtureOptions(t, sys))
+	path := filepath.Join(sys, "class", "infiniband", "mlx5_0", "ports", "1", "hw_counters", "local_ack_timeout_err")
+	want := func(v string) {
+		t.Helper()
+		compare(t, c, `
+# HELP fabric_rdma_hw_local_ack_timeout_err_total RDMA hardware counter local_ack_timeout_err (sysfs hw_counters/local_ack_timeout_err; mlx5 Q counters are 32 bits wide and wrap).
+# TYPE fabric_rdma_hw_local_ack_timeout_err_total counter
+fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_0",port="1"} `+v+`
+fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_3",port="1"} 0
+`, "fabric_rdma_hw_local_ack_timeout_err_total")
+	}
+	want("2705")
+	mustWriteInPlace(t, path, "4294967295\n")
+	want("4.294967295e+09")
+	mustWriteInPlace(t, path, "7\n")
+	want("7")
+}
+
+func mustWriteInPlace(t testing.TB, path, content string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(content); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRDMADeviceFilter(t *testing.T) {
+	o := fixtureOptions(t, fixtureSys)
+	var err error
+	if o.RDMADevices, err = NewFilter("mlx5_.*", ""); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := newTestRDMA(t, o)
+	if n := testutil.CollectAndCount(updater{c: c}, "fabric_rdma_device_info"); n != 2 {
+		t.Errorf("devices with include mlx5_.* = %d, want 2", n)
+	}
+}

@@ -1,0 +1,914 @@
+// Command scrapebench compares the CPU cost of one /metrics scrape of
+// fabric_exporter (rdma collector only) with node_exporter (infiniband
+// collector only) and with the "raw floor": a loop that only opens, reads
+// and closes the same sysfs attribute files with raw system calls.
+//
+// It is a development tool; it reads a fixture sysfs tree, never /sys.
+// For every HCA count given with -hcas it builds a fixture in a temporary
+// directory below -workdir:
+//
+//   - 2: a copy of the fixture restricted to its two mlx5 RoCE devices,
+//     mlx5_0 and mlx5_3;
+//   - any other N: the PCI device of mlx5_0 (with infiniband/mlx5_0 and
+//     net/eth0) replicated N times as mlx5_0..mlx5_<N-1>, each under its
+//     own fake PCI address, and no other RDMA device.
+//
+// Each exporter then runs as a child process on a free 127.0.0.1 port. After
+// -warmup scrapes, -n sequential scrapes go over one keep-alive connection
+// without compression; the child's CPU time (utime+stime of /proc/PID/stat)
+// before and after the loop, divided by -n, is its CPU cost per scrape. The
+// benchmark's own CPU time is not part of it. The raw floor runs in this
+// process on a locked OS thread while no child runs and is measured with
+// getrusage(RUSAGE_THREAD).
+//
+// Run it from the repository root:
+//
+//	go build -o build/fabric_exporter ./cmd/fabric_exporter
+//	go run ./tools/scrapebench -n 2000
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// clockTicksPerSecond is USER_HZ, the unit of utime and stime in
+// /proc/PID/stat. It is 100 on every Linux architecture Go supports.
+const clockTicksPerSecond = 100
+
+// config holds the command line.
+type config struct {
+	fixture      string
+	hcas         []int
+	workdir      string
+	fabricBin    string
+	nodeBin      string
+	warmup       int
+	n            int
+	out          string
+	startTimeout time.Duration
+}
+
+func main() {
+	cfg, err := parseFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scrapebench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, cfg)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scrapebench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags() (*config, error) {
+	cfg := &config{}
+	hcas := flag.String("hcas", "2,8", "comma-separated HCA counts; 2 = the fixture's mlx5_0 and mlx5_3, any other N = mlx5_0 replicated N times")
+	flag.StringVar(&cfg.fixture, "fixture", "collector/fixtures/sys", "fixture sysfs tree to derive the benchmark trees from")
+	flag.StringVar(&cfg.workdir, "workdir", ".bench", "directory for temporary fixture trees and logs (removed at the end)")
+	flag.StringVar(&cfg.fabricBin, "fabric", "build/fabric_exporter", "fabric_exporter binary")
+	flag.StringVar(&cfg.nodeBin, "node-exporter", "", "node_exporter binary (default $(go env GOPATH)/bin/node_exporter; skipped if missing)")
+	flag.IntVar(&cfg.warmup, "warmup", 200, "unmeasured scrapes (or raw-floor iterations) before the measured ones")
+	flag.IntVar(&cfg.n, "n", 3000, "measured scrapes (or raw-floor iterations) per exporter and fixture")
+	flag.StringVar(&cfg.out, "out", "", "also write the report to this file")
+	flag.DurationVar(&cfg.startTimeout, "start-timeout", 15*time.Second, "how long to wait for an exporter's /metrics to answer")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if cfg.n < 1 || cfg.warmup < 0 {
+		return nil, errors.New("-n must be at least 1 and -warmup at least 0")
+	}
+	for _, s := range strings.Split(*hcas, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(s))
+		// Fake PCI bus numbers are derived from mlx5_0's bus and must stay
+		// within one byte; 128 is far more HCAs than any server has.
+		if err != nil || v < 1 || v > 128 {
+			return nil, fmt.Errorf("-hcas: %q is not a count from 1 to 128", s)
+		}
+		cfg.hcas = append(cfg.hcas, v)
+	}
+	if cfg.nodeBin == "" {
+		cfg.nodeBin = filepath.Join(goPath(), "bin", "node_exporter")
+	}
+	return cfg, nil
+}
+
+// goPath returns the first element of `go env GOPATH`, falling back to
+// $GOPATH and then to Go's default, $HOME/go.
+func goPath() string {
+	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+		if p := filepath.SplitList(strings.TrimSpace(string(out))); len(p) > 0 && p[0] != "" {
+			return p[0]
+		}
+	}
+	if p := filepath.SplitList(os.Getenv("GOPATH")); len(p) > 0 && p[0] != "" {
+		return p[0]
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, "go")
+}
+
+func run(ctx context.Context, cfg *config) (err error) {
+	if _, err := os.Stat(cfg.fabricBin); err != nil {
+		return fmt.Errorf("fabric_exporter binary: %w (build it with: go build -o build/fabric_exporter ./cmd/fabric_exporter)", err)
+	}
+	nodeNote := ""
+	if _, err := os.Stat(cfg.nodeBin); err != nil {
+		nodeNote = fmt.Sprintf("skipped: %s not found (install with: cd /tmp && GOFLAGS=-mod=mod go install github.com/prometheus/node_exporter@v1.12.1)", cfg.nodeBin)
+		cfg.nodeBin = ""
+	}
+
+	createdWorkdir := false
+	if _, err := os.Stat(cfg.workdir); errors.Is(err, fs.ErrNotExist) {
+		createdWorkdir = true
+	}
+	if err := os.MkdirAll(cfg.workdir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(cfg.workdir, "scrapebench-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if rerr := os.RemoveAll(tmp); rerr != nil && err == nil {
+			err = rerr
+		}
+		if createdWorkdir {
+			os.Remove(cfg.workdir) // only succeeds if nothing else is in it
+		}
+	}()
+
+	var report bytes.Buffer
+	w := io.MultiWriter(os.Stdout, &report)
+	start := time.Now()
+	fmt.Fprintf(w, "# Scrape cost: fabric_exporter vs node_exporter vs raw sysfs reads\n\n")
+	fmt.Fprintf(w, "%s, %s/%s, %d CPUs, %s; warm-up %d, measured %d scrapes per row.\n",
+		start.Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), cfg.warmup, cfg.n)
+	fmt.Fprintf(w, "Exporter CPU = utime+stime of the child (USER_HZ %d, so one tick is %.1f µs per scrape at this -n); "+
+		"raw floor CPU = getrusage(RUSAGE_THREAD) of a locked thread.\n",
+		clockTicksPerSecond, 1e6/clockTicksPerSecond/float64(cfg.n))
+
+	for i, hcas := range cfg.hcas {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		dir := filepath.Join(tmp, fmt.Sprintf("sys-%d-%d", i, hcas))
+		desc, err := buildFixture(cfg.fixture, dir, hcas)
+		if err != nil {
+			return fmt.Errorf("building the %d-HCA fixture: %w", hcas, err)
+		}
+		if err := benchFixture(ctx, w, cfg, tmp, dir, desc, nodeNote); err != nil {
+			return err
+		}
+		// Each fixture tree is removed as soon as it is measured.
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "\nTotal run time: %s.\n", time.Since(start).Round(100*time.Millisecond))
+	if cfg.out != "" {
+		if err := os.WriteFile(cfg.out, report.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// Fixture trees
+
+// The two mlx5 RoCE devices of the fixture, and the one replicated for
+// larger counts.
+var (
+	pairDevices    = []string{"mlx5_0", "mlx5_3"}
+	templateDevice = "mlx5_0"
+)
+
+// buildFixture writes the fixture tree for hcas HCAs to dst and returns a
+// one-line description of it.
+func buildFixture(src, dst string, hcas int) (string, error) {
+	if err := copyTree(src, dst); err != nil {
+		return "", err
+	}
+	ibClass := filepath.Join(dst, "class", "infiniband")
+	if hcas == 2 {
+		if err := keepOnly(ibClass, pairDevices); err != nil {
+			return "", err
+		}
+		return "2 HCAs (fixture mlx5_0 + mlx5_3)", nil
+	}
+	names, err := replicate(dst, templateDevice, hcas)
+	if err != nil {
+		return "", err
+	}
+	if err := keepOnly(ibClass, names); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d HCAs (%s replicated ×%d)", hcas, templateDevice, hcas), nil
+}
+
+// keepOnly removes every entry of dir that is not in keep and checks that
+// all of keep exist.
+func keepOnly(dir string, keep []string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	found := 0
+	for _, e := range ents {
+		if slices.Contains(keep, e.Name()) {
+			found++
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	if found != len(keep) {
+		return fmt.Errorf("%s: want devices %v, found only %d of them", dir, keep, found)
+	}
+	return nil
+}
+
+// copyTree copies src to dst like `cp -a`: directories, regular files and
+// symbolic links (copied as links, targets unchanged), with permission bits
+// and modification times. Other file types are refused.
+func copyTree(src, dst string) error {
+	type dirTime struct {
+		path string
+		mod  time.Time
+	}
+	var dirs []dirTime
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch mode := info.Mode(); {
+		case mode.IsDir():
+			if err := os.Mkdir(target, mode.Perm()|0o700); err != nil {
+				return err
+			}
+			// Directory times are set last: creating entries changes them.
+			dirs = append(dirs, dirTime{target, info.ModTime()})
+			return nil
+		case mode&fs.ModeSymlink != 0:
+			link, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(link, target); err != nil {
+				return err
+			}
+			ts := []unix.Timespec{unix.NsecToTimespec(info.ModTime().UnixNano()), unix.NsecToTimespec(info.ModTime().UnixNano())}
+			return unix.UtimesNanoAt(unix.AT_FDCWD, target, ts, unix.AT_SYMLINK_NOFOLLOW)
+		case mode.IsRegular():
+			if err := copyFile(path, target, mode.Perm()); err != nil {
+				return err
+			}
+			return os.Chtimes(target, info.ModTime(), info.ModTime())
+		default:
+			return fmt.Errorf("%s: cannot copy file of type %s", path, mode.Type())
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := os.Chtimes(dirs[i].path, dirs[i].mod, dirs[i].mod); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFile(src, dst string, perm fs.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Chmod(dst, perm) // not subject to the umask, like cp -a
+}
+
+// replicate turns the PCI device of RDMA device tmpl (in the sysfs tree
+// root; its name must end in 0, like mlx5_0) into n devices. tmpl stays as
+// it is; copies 1..n-1 get PCI bus numbers following the template's and sit
+// next to its directory, so relative links such as driver still resolve.
+// In each copy the RDMA device and its netdev are renamed (mlx5_0 -> mlx5_K,
+// eth0 -> ethK), links to the PCI directory point at the new address,
+// gid_attrs/ndevs files name the new netdev, and class/infiniband, class/net
+// and bus/pci/devices get relative links like the original ones. It returns
+// the RDMA device names.
+func replicate(root, tmpl string, n int) ([]string, error) {
+	devPrefix := strings.TrimSuffix(tmpl, "0")
+	if devPrefix == tmpl {
+		return nil, fmt.Errorf("template device %q: name does not end in 0", tmpl)
+	}
+	ibClass := filepath.Join(root, "class", "infiniband")
+	link, err := os.Readlink(filepath.Join(ibClass, tmpl))
+	if err != nil {
+		return nil, fmt.Errorf("template device: %w", err)
+	}
+	// class/infiniband/mlx5_0 -> ../../devices/.../0000:18:00.0/infiniband/mlx5_0
+	ibDir := filepath.Join(ibClass, link)
+	if filepath.Base(filepath.Dir(ibDir)) != "infiniband" {
+		return nil, fmt.Errorf("template device %s: unexpected link target %s", tmpl, link)
+	}
+	pciDir := filepath.Dir(filepath.Dir(ibDir))
+	pciAddr := filepath.Base(pciDir)
+	// A PCI address is DOMAIN:BUS:DEVICE.FUNCTION, e.g. 0000:18:00.0.
+	parts := strings.Split(pciAddr, ":")
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("template device %s: %q is not a PCI address", tmpl, pciAddr)
+	}
+	bus, err := strconv.ParseUint(parts[1], 16, 8)
+	if err != nil || int(bus)+n-1 > 0xff {
+		return nil, fmt.Errorf("template PCI address %q: cannot derive %d bus numbers from it", pciAddr, n)
+	}
+	netdevs, _ := os.ReadDir(filepath.Join(pciDir, "net"))
+	if len(netdevs) != 1 {
+		return nil, fmt.Errorf("template device %s: want exactly one netdev in %s/net, found %d", tmpl, pciDir, len(netdevs))
+	}
+	tmplNetdev := netdevs[0].Name()
+	netPrefix := strings.TrimRight(tmplNetdev, "0123456789")
+
+	names := []string{tmpl}
+	for k := 1; k < n; k++ {
+		name := fmt.Sprintf("%s%d", devPrefix, k)
+		netdev := fmt.Sprintf("%s%d", netPrefix, k)
+		addr := fmt.Sprintf("%s:%02x:%s", parts[0], int(bus)+k, parts[2])
+		dir := filepath.Join(filepath.Dir(pciDir), addr)
+		names = append(names, name)
+		if _, err := os.Lstat(dir); err == nil {
+			return nil, fmt.Errorf("fake PCI address %s already exists in the fixture", dir)
+		}
+		if err := copyTree(pciDir, dir); err != nil {
+			return nil, err
+		}
+		if err := os.Rename(filepath.Join(dir, "infiniband", tmpl), filepath.Join(dir, "infiniband", name)); err != nil {
+			return nil, err
+		}
+		if err := os.Rename(filepath.Join(dir, "net", tmplNetdev), filepath.Join(dir, "net", netdev)); err != nil {
+			return nil, err
+		}
+		if err := retarget(dir, pciAddr, addr, tmplNetdev, netdev); err != nil {
+			return nil, err
+		}
+		if err := relLink(root, filepath.Join(ibClass, name), filepath.Join(dir, "infiniband", name)); err != nil {
+			return nil, err
+		}
+		if err := relLink(root, filepath.Join(root, "class", "net", netdev), filepath.Join(dir, "net", netdev)); err != nil {
+			return nil, err
+		}
+		if err := relLink(root, filepath.Join(root, "bus", "pci", "devices", addr), dir); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
+}
+
+// retarget fixes up a copied PCI device directory: symbolic links whose
+// target ends in the old PCI address end in the new one, and
+// gid_attrs/ndevs/* files naming the old netdev name the new one.
+func retarget(dir, oldAddr, newAddr, oldNetdev, newNetdev string) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			t, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			if filepath.Base(t) != oldAddr {
+				return nil
+			}
+			if err := os.Remove(path); err != nil {
+				return err
+			}
+			return os.Symlink(filepath.Join(filepath.Dir(t), newAddr), path)
+		case d.Type().IsRegular() && filepath.Base(filepath.Dir(path)) == "ndevs":
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(string(b)) != oldNetdev {
+				return nil
+			}
+			return os.WriteFile(path, []byte(newNetdev+"\n"), 0)
+		}
+		return nil
+	})
+}
+
+// relLink makes link a relative symbolic link to target (both inside root),
+// replacing an existing link. Its directory must exist below root.
+func relLink(root, link, target string) error {
+	if _, err := os.Stat(filepath.Dir(link)); err != nil {
+		return nil // the fixture has no such class directory; nothing to link
+	}
+	rel, err := filepath.Rel(filepath.Dir(link), target)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(filepath.Clean(link), filepath.Clean(root)+string(filepath.Separator)) {
+		return fmt.Errorf("link %s outside %s", link, root)
+	}
+	if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return os.Symlink(rel, link)
+}
+
+// ---------------------------------------------------------------------------
+// Measurement
+
+// result is one row of a table.
+type result struct {
+	name    string
+	note    string        // why the row is empty, or remarks
+	cpu     time.Duration // CPU time per scrape
+	lat     []time.Duration
+	rssKiB  int64 // VmRSS after the loop
+	hwmKiB  int64 // VmHWM after the loop
+	series  int   // non-comment lines of one scrape
+	body    int   // bytes of one scrape
+	conns   int   // TCP connections opened during the measured loop
+	skipped bool
+}
+
+func benchFixture(ctx context.Context, w io.Writer, cfg *config, tmp, sysfs, desc, nodeNote string) error {
+	files, err := attributeFiles(sysfs)
+	if err != nil {
+		return err
+	}
+	raw, err := rawFloor(ctx, files, cfg.warmup, cfg.n)
+	if err != nil {
+		return fmt.Errorf("raw floor: %w", err)
+	}
+
+	fabric, err := benchExporter(ctx, cfg, tmp, "fabric_exporter", cfg.fabricBin, func(addr string) []string {
+		return []string{"--path.sysfs=" + sysfs, "--collector.disable-defaults", "--collector.rdma", "--web.listen-address=" + addr}
+	})
+	if err != nil {
+		return err
+	}
+	node := &result{name: "node_exporter", skipped: true, note: nodeNote}
+	if cfg.nodeBin != "" {
+		node, err = benchExporter(ctx, cfg, tmp, "node_exporter", cfg.nodeBin, func(addr string) []string {
+			return []string{"--collector.disable-defaults", "--collector.infiniband", "--path.sysfs=" + sysfs, "--web.listen-address=" + addr}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	printTable(w, desc, len(files), raw, fabric, node)
+	return nil
+}
+
+// attributeFiles lists the files one scrape of an RDMA exporter reads: for
+// every class/infiniband/<dev>/ports/<p>, the state, phys_state, rate,
+// link_layer and gid_attrs/ndevs/0 attributes (when present) and every
+// regular file of counters/, counters_ext/ and hw_counters/. Paths go
+// through the class symlink, as the exporters' paths do.
+func attributeFiles(sysfs string) ([]string, error) {
+	ibClass := filepath.Join(sysfs, "class", "infiniband")
+	devs, err := os.ReadDir(ibClass)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, dev := range devs {
+		portsDir := filepath.Join(ibClass, dev.Name(), "ports")
+		ports, err := os.ReadDir(portsDir)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ports {
+			pd := filepath.Join(portsDir, p.Name())
+			for _, f := range []string{"state", "phys_state", "rate", "link_layer", filepath.Join("gid_attrs", "ndevs", "0")} {
+				if fi, err := os.Stat(filepath.Join(pd, f)); err == nil && fi.Mode().IsRegular() {
+					files = append(files, filepath.Join(pd, f))
+				}
+			}
+			for _, sub := range []string{"counters", "counters_ext", "hw_counters"} {
+				ents, err := os.ReadDir(filepath.Join(pd, sub))
+				if err != nil {
+					continue // counters_ext exists only on old kernels
+				}
+				for _, e := range ents {
+					if e.Type().IsRegular() {
+						files = append(files, filepath.Join(pd, sub, e.Name()))
+					}
+				}
+			}
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: no RDMA attribute files found", ibClass)
+	}
+	return files, nil
+}
+
+// rawFloor opens, reads and closes every file once per iteration with raw
+// system calls and returns the thread CPU time per iteration. It runs on a
+// locked OS thread, so RUSAGE_THREAD sees exactly the loop (and not the Go
+// runtime's other threads).
+func rawFloor(ctx context.Context, files []string, warmup, n int) (*result, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var buf [4096]byte
+	// once is one "scrape". It is written out without helper closures so
+	// that the loop costs the system calls and next to nothing else.
+	once := func() error {
+		for _, f := range files {
+			fd, err := unix.Open(f, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			for err == unix.EINTR {
+				fd, err = unix.Open(f, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			}
+			if err != nil {
+				return fmt.Errorf("open %s: %w", f, err)
+			}
+			_, err = unix.Read(fd, buf[:])
+			for err == unix.EINTR {
+				_, err = unix.Read(fd, buf[:])
+			}
+			unix.Close(fd)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", f, err)
+			}
+		}
+		return nil
+	}
+	for range warmup {
+		if err := once(); err != nil {
+			return nil, err
+		}
+	}
+	res := &result{name: "raw floor", lat: make([]time.Duration, 0, n)}
+	before, err := threadCPU()
+	if err != nil {
+		return nil, err
+	}
+	for range n {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		t := time.Now()
+		if err := once(); err != nil {
+			return nil, err
+		}
+		res.lat = append(res.lat, time.Since(t))
+	}
+	after, err := threadCPU()
+	if err != nil {
+		return nil, err
+	}
+	res.cpu = (after - before) / time.Duration(n)
+	return res, nil
+}
+
+// threadCPU returns the user+system CPU time of the calling OS thread.
+func threadCPU() (time.Duration, error) {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
+// child is a running exporter.
+type child struct {
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{} // closed when the process has exited
+	err    error         // Wait's result, valid after exited is closed
+}
+
+// startChild starts bin with the arguments args(address) on a free port.
+func startChild(tmp, name, bin string, args func(addr string) []string) (*child, string, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	logf, err := os.CreateTemp(tmp, name+"-*.log")
+	if err != nil {
+		return nil, "", err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, args(addr)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// The child dies with the benchmark even if it is killed hard.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("starting %s: %w", name, err)
+	}
+	c := &child{cmd: cmd, log: logf.Name(), exited: make(chan struct{})}
+	go func() { c.err = cmd.Wait(); close(c.exited) }()
+	return c, addr, nil
+}
+
+// stop kills the child and waits for it.
+func (c *child) stop() {
+	c.cmd.Process.Kill()
+	<-c.exited
+}
+
+// logTail returns the end of the child's output, for error messages.
+func (c *child) logTail() string {
+	b, _ := os.ReadFile(c.log)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// benchExporter starts an exporter, waits for it, scrapes it and returns
+// its row.
+func benchExporter(ctx context.Context, cfg *config, tmp, name, bin string, args func(addr string) []string) (*result, error) {
+	c, addr, err := startChild(tmp, name, bin, args)
+	if err != nil {
+		return nil, err
+	}
+	defer c.stop()
+	pid := c.cmd.Process.Pid
+	url := "http://" + addr + "/metrics"
+
+	// One client, one keep-alive connection; no transparent gzip.
+	tr := &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	res := &result{name: name, lat: make([]time.Duration, 0, cfg.n)}
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if !info.Reused {
+			res.conns++
+		}
+	}}
+	scrape := func(keep *[]byte) error {
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Accept-Encoding", "identity")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var n int64
+		if keep != nil {
+			*keep, err = io.ReadAll(resp.Body)
+			n = int64(len(*keep))
+		} else {
+			n, err = io.Copy(io.Discard, resp.Body)
+		}
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: HTTP %s", url, resp.Status)
+		}
+		if n == 0 {
+			return fmt.Errorf("%s: empty body", url)
+		}
+		return nil
+	}
+
+	// Wait until /metrics answers (or the child dies).
+	deadline := time.Now().Add(cfg.startTimeout)
+	for {
+		err := scrape(nil)
+		if err == nil {
+			break
+		}
+		select {
+		case <-c.exited:
+			return nil, fmt.Errorf("%s exited during start-up (%v):\n%s", name, c.err, c.logTail())
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s: %s did not answer within %s (%v):\n%s", name, url, cfg.startTimeout, err, c.logTail())
+		}
+	}
+
+	// Warm-up, then one scrape whose body is kept for size and series.
+	for range cfg.warmup {
+		if err := scrape(nil); err != nil {
+			return nil, fmt.Errorf("%s warm-up: %w", name, err)
+		}
+	}
+	var body []byte
+	if err := scrape(&body); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	res.body, res.series = len(body), countSeries(body)
+
+	// The measured loop. Only the child's CPU time counts.
+	res.conns = 0
+	before, err := procCPU(pid)
+	if err != nil {
+		return nil, err
+	}
+	for range cfg.n {
+		t := time.Now()
+		if err := scrape(nil); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		res.lat = append(res.lat, time.Since(t))
+	}
+	after, err := procCPU(pid)
+	if err != nil {
+		return nil, err
+	}
+	res.cpu = (after - before) / time.Duration(cfg.n)
+	if res.rssKiB, res.hwmKiB, err = procMemory(pid); err != nil {
+		return nil, err
+	}
+	if res.conns > 0 {
+		res.note = fmt.Sprintf("%d new connection(s) during the measured loop", res.conns)
+	}
+	return res, nil
+}
+
+// countSeries counts the non-empty lines of a text exposition that are not
+// comments (# HELP, # TYPE), i.e. the samples.
+func countSeries(body []byte) int {
+	n := 0
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if line := sc.Bytes(); len(line) > 0 && line[0] != '#' {
+			n++
+		}
+	}
+	return n
+}
+
+// procCPU returns utime+stime of process pid (all its threads) from
+// /proc/PID/stat.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may contain spaces;
+	// the fields after it start with field 3, state.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	const utime, stime = 14 - 3, 15 - 3
+	if len(f) <= stime {
+		return 0, fmt.Errorf("/proc/%d/stat: only %d fields", pid, len(f)+2)
+	}
+	u, err1 := strconv.ParseInt(f[utime], 10, 64)
+	s, err2 := strconv.ParseInt(f[stime], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(u+s) * time.Second / clockTicksPerSecond, nil
+}
+
+// procMemory returns VmRSS and VmHWM of process pid in KiB.
+func procMemory(pid int) (rss, hwm int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		key, val, ok := strings.Cut(line, ":")
+		if !ok || (key != "VmRSS" && key != "VmHWM") {
+			continue
+		}
+		f := strings.Fields(val) // "12345 kB"
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, 0, fmt.Errorf("/proc/%d/status: bad %s line %q", pid, key, line)
+		}
+		v, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, 0, err
+		}
+		if key == "VmRSS" {
+			rss = v
+		} else {
+			hwm = v
+		}
+	}
+	return rss, hwm, nil
+}
+
+// ---------------------------------------------------------------------------
+// Output
+
+// percentile returns the nearest-rank p-th percentile of d (sorted in place).
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	i := int(float64(len(d))*p/100+0.999999) - 1
+	return d[max(0, min(i, len(d)-1))]
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func printTable(w io.Writer, desc string, files int, raw, fabric, node *result) {
+	fmt.Fprintf(w, "\n## %s — %d attribute files per scrape\n\n", desc, files)
+	fmt.Fprintln(w, "| | CPU µs/scrape | × raw floor | p50 ms | p99 ms | RSS MiB (max) | series |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	for _, r := range []*result{fabric, node, raw} {
+		if r.skipped {
+			fmt.Fprintf(w, "| %s | — | — | — | — | — | — |\n", r.name)
+			continue
+		}
+		mem, series := "—", "—"
+		if r != raw {
+			mem = fmt.Sprintf("%.1f (%.1f)", float64(r.rssKiB)/1024, float64(r.hwmKiB)/1024)
+			series = strconv.Itoa(r.series)
+		}
+		ratio := "—"
+		if raw.cpu > 0 {
+			ratio = fmt.Sprintf("%.2f", float64(r.cpu)/float64(raw.cpu))
+		}
+		fmt.Fprintf(w, "| %s | %.1f | %s | %.3f | %.3f | %s | %s |\n",
+			r.name, us(r.cpu), ratio, ms(percentile(r.lat, 50)), ms(percentile(r.lat, 99)), mem, series)
+	}
+	fmt.Fprintln(w)
+	for _, r := range []*result{fabric, node} {
+		if r.skipped {
+			fmt.Fprintf(w, "- %s: %s\n", r.name, r.note)
+			continue
+		}
+		fmt.Fprintf(w, "- %s: %d body bytes per scrape", r.name, r.body)
+		if r.note != "" {
+			fmt.Fprintf(w, "; %s", r.note)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "- raw floor: %d × open+read+close per scrape, %.2f µs CPU per file\n", files, us(raw.cpu)/float64(files))
+	if node.skipped || node.cpu == 0 {
+		fmt.Fprintln(w, "\nfabric_exporter / node_exporter CPU per scrape: n/a")
+		return
+	}
+	fmt.Fprintf(w, "\nfabric_exporter / node_exporter CPU per scrape: %.2f\n", float64(fabric.cpu)/float64(node.cpu))
+}
