@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -19,11 +20,12 @@ import (
 // Namespace is the prefix of every metric this exporter writes.
 const Namespace = "fabric"
 
-// Collector reads one source and sends const metrics. Update is called once
-// per scrape; the Exporter serialises calls to one Collector, so an
-// implementation may keep caches without its own locking.
+// Collector reads one source and adds samples to a Batch. Update is called
+// once per scrape; the Exporter serialises calls to one Collector, so an
+// implementation may keep caches without its own locking. On error the
+// samples already added are kept.
 type Collector interface {
-	Update(ctx context.Context, ch chan<- prometheus.Metric) error
+	Update(ctx context.Context, b *Batch) error
 }
 
 // ErrNoData is returned by a collector whose source is absent on this host
@@ -36,7 +38,7 @@ type Env struct {
 	Logger log.Logger
 	// ReadErrors counts values or devices a collector skipped because they
 	// could not be read or parsed (fabric_scrape_read_errors_total).
-	ReadErrors prometheus.Counter
+	ReadErrors *Counter
 	// Once logs a message once per key until the key is cleared.
 	Once *OnceLogger
 }
@@ -68,14 +70,12 @@ func SpecByName(name string) (Spec, bool) {
 }
 
 var (
-	scrapeDurationDesc = prometheus.NewDesc(
-		prometheus.BuildFQName(Namespace, "scrape", "collector_duration_seconds"),
-		"Duration of a collector's last update during this scrape.",
-		[]string{"collector"}, nil)
-	scrapeSuccessDesc = prometheus.NewDesc(
-		prometheus.BuildFQName(Namespace, "scrape", "collector_success"),
-		"1 if the collector's update succeeded in this scrape, 0 if it failed or its source is absent on this host.",
-		[]string{"collector"}, nil)
+	scrapeDuration = NewFamily("fabric_scrape_collector_duration_seconds",
+		"Duration of a collector's update during this scrape.", prometheus.GaugeValue, "collector")
+	scrapeSuccess = NewFamily("fabric_scrape_collector_success",
+		"1 if the collector's update succeeded in this scrape, 0 if it failed or its source is absent on this host.", prometheus.GaugeValue, "collector")
+	scrapeReadErrors = NewFamily("fabric_scrape_read_errors_total",
+		"Values, files or devices a collector skipped because they could not be read or parsed; the rest of the scrape went on.", prometheus.CounterValue, "collector")
 )
 
 type scrapeIDKey struct{}
@@ -90,32 +90,33 @@ func scrapeID(ctx context.Context) uint64 {
 }
 
 type namedCollector struct {
-	name string
-	mu   sync.Mutex // one Update at a time per collector
-	c    Collector
+	name       string
+	mu         sync.Mutex // one Update at a time per collector
+	c          Collector
+	readErrors *Counter
+	meta       [3]*Series // duration, success, read errors
 }
 
 // Exporter runs every enabled collector concurrently on each scrape and adds
-// per-collector success and duration. It implements prometheus.Collector.
+// per-collector success, duration and read errors. WriteText writes a
+// scrape in the text format; Collect makes it a prometheus.Collector.
 type Exporter struct {
 	collectors []*namedCollector
 	logger     log.Logger
-	readErrors *prometheus.CounterVec
 	timeout    time.Duration
 	nextID     atomic.Uint64
+	pool       sync.Pool // *scrape
+	self       *SelfMetrics
 }
+
+// SetSelfMetrics adds the exporter's own process, Go and build metrics to
+// every scrape. Call before serving.
+func (e *Exporter) SetSelfMetrics(s *SelfMetrics) { e.self = s }
 
 // NewExporter builds the enabled collectors. A constructor must not fail
 // because hardware is absent; it may fail on bad configuration.
 func NewExporter(enabled []string, o *Options, logger log.Logger) (*Exporter, error) {
-	e := &Exporter{
-		logger: logger,
-		readErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "scrape", Name: "read_errors_total",
-			Help: "Values, files or devices a collector skipped because they could not be read or parsed; the rest of the scrape went on.",
-		}, []string{"collector"}),
-		timeout: o.ScrapeTimeout,
-	}
+	e := &Exporter{logger: logger, timeout: o.ScrapeTimeout}
 	names := append([]string(nil), enabled...)
 	sort.Strings(names)
 	for _, name := range names {
@@ -124,12 +125,15 @@ func NewExporter(enabled []string, o *Options, logger log.Logger) (*Exporter, er
 			return nil, fmt.Errorf("unknown collector %q", name)
 		}
 		l := log.With(logger, "collector", name)
-		env := Env{Logger: l, ReadErrors: e.readErrors.WithLabelValues(name), Once: NewOnceLogger(l, 1024)}
+		nc := &namedCollector{name: name, readErrors: &Counter{},
+			meta: [3]*Series{scrapeDuration.With(name), scrapeSuccess.With(name), scrapeReadErrors.With(name)}}
+		env := Env{Logger: l, ReadErrors: nc.readErrors, Once: NewOnceLogger(l, 1024)}
 		c, err := spec.New(env, o)
 		if err != nil {
 			return nil, fmt.Errorf("collector %s: %w", name, err)
 		}
-		e.collectors = append(e.collectors, &namedCollector{name: name, c: c})
+		nc.c = c
+		e.collectors = append(e.collectors, nc)
 	}
 	return e, nil
 }
@@ -143,12 +147,20 @@ func (e *Exporter) Names() []string {
 	return out
 }
 
-// Describe sends nothing: the collectors' metrics are dynamic (hw_counters
-// depend on the firmware), so the Exporter is an unchecked collector.
-func (e *Exporter) Describe(chan<- *prometheus.Desc) {}
+// scrape holds the batches of one scrape, reused through a pool.
+type scrape struct {
+	batches []*Batch
+}
 
-// Collect runs every collector in its own goroutine.
-func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
+// run updates every collector concurrently, each into its own batch.
+func (e *Exporter) run() *scrape {
+	sc, _ := e.pool.Get().(*scrape)
+	if sc == nil || len(sc.batches) != len(e.collectors)+1 {
+		sc = &scrape{batches: make([]*Batch, len(e.collectors)+1)}
+		for i := range sc.batches {
+			sc.batches[i] = &Batch{}
+		}
+	}
 	ctx := context.WithValue(context.Background(), scrapeIDKey{}, e.nextID.Add(1))
 	if e.timeout > 0 {
 		var cancel context.CancelFunc
@@ -156,21 +168,58 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		defer cancel()
 	}
 	var wg sync.WaitGroup
-	wg.Add(len(e.collectors))
-	for _, c := range e.collectors {
-		go func(c *namedCollector) {
-			defer wg.Done()
-			e.execute(ctx, c, ch)
-		}(c)
+	for i, c := range e.collectors {
+		b := sc.batches[i]
+		b.reset()
+		if len(e.collectors) == 1 {
+			e.execute(ctx, c, b)
+			break
+		}
+		wg.Go(func() { e.execute(ctx, c, b) })
 	}
 	wg.Wait()
-	e.readErrors.Collect(ch)
+	self := sc.batches[len(e.collectors)]
+	self.reset()
+	if e.self != nil {
+		e.self.Add(self)
+	}
+	return sc
 }
 
-func (e *Exporter) execute(ctx context.Context, c *namedCollector, ch chan<- prometheus.Metric) {
+func (e *Exporter) release(sc *scrape) {
+	for _, b := range sc.batches {
+		if cap(b.samples) > 1<<16 { // do not keep outsized buffers
+			b.samples = nil
+		}
+		b.reset()
+	}
+	e.pool.Put(sc)
+}
+
+// WriteText runs one scrape and writes it in the Prometheus text format.
+func (e *Exporter) WriteText(w io.Writer) error {
+	sc := e.run()
+	defer e.release(sc)
+	return writeText(w, sc.batches)
+}
+
+// Describe sends nothing: the collectors' metrics are dynamic (hw_counters
+// depend on the firmware), so the Exporter is an unchecked collector.
+func (e *Exporter) Describe(chan<- *prometheus.Desc) {}
+
+// Collect runs one scrape and sends it as const metrics.
+func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
+	sc := e.run()
+	defer e.release(sc)
+	for _, b := range sc.batches {
+		constMetrics(b, ch)
+	}
+}
+
+func (e *Exporter) execute(ctx context.Context, c *namedCollector, b *Batch) {
 	begin := time.Now()
 	c.mu.Lock()
-	err := c.c.Update(ctx, ch)
+	err := c.c.Update(ctx, b)
 	c.mu.Unlock()
 	duration := time.Since(begin).Seconds()
 	success := 1.0
@@ -182,6 +231,7 @@ func (e *Exporter) execute(ctx context.Context, c *namedCollector, ch chan<- pro
 			level.Error(e.logger).Log("msg", "collector failed", "collector", c.name, "duration_seconds", duration, "err", err)
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(scrapeDurationDesc, prometheus.GaugeValue, duration, c.name)
-	ch <- prometheus.MustNewConstMetric(scrapeSuccessDesc, prometheus.GaugeValue, success, c.name)
+	b.Add(c.meta[0], duration)
+	b.Add(c.meta[1], success)
+	b.Add(c.meta[2], c.readErrors.Value())
 }

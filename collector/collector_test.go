@@ -1,10 +1,18 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"sort"
 	"strings"
 	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,19 +24,20 @@ type stubCollector struct {
 	err  error
 }
 
-func (s stubCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
-	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("fabric_stub", "stub", []string{"name"}, nil), prometheus.GaugeValue, 1, s.name)
+var stubFamily = NewFamily("fabric_stub", "stub", prometheus.GaugeValue, "name")
+
+func (s stubCollector) Update(_ context.Context, b *Batch) error {
+	b.AddWith(stubFamily, 1, s.name)
 	return s.err
 }
 
 // One failing collector never blanks the scrape: its success is 0, the
 // others still report.
 func TestExporterIsolatesCollectors(t *testing.T) {
-	e := &Exporter{logger: log.NewNopLogger(), readErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fabric_scrape_read_errors_total", Help: "h"}, []string{"collector"})}
-	e.collectors = []*namedCollector{
-		{name: "bad", c: stubCollector{"bad", errors.New("boom")}},
-		{name: "absent", c: stubCollector{"absent", ErrNoData}},
-		{name: "good", c: stubCollector{name: "good"}},
+	e := &Exporter{logger: log.NewNopLogger()}
+	for _, s := range []stubCollector{{"bad", errors.New("boom")}, {"absent", ErrNoData}, {name: "good"}} {
+		e.collectors = append(e.collectors, &namedCollector{name: s.name, c: s, readErrors: &Counter{},
+			meta: [3]*Series{scrapeDuration.With(s.name), scrapeSuccess.With(s.name), scrapeReadErrors.With(s.name)}})
 	}
 	err := testutil.CollectAndCompare(e, strings.NewReader(`
 # HELP fabric_scrape_collector_success 1 if the collector's update succeeded in this scrape, 0 if it failed or its source is absent on this host.
@@ -91,5 +100,90 @@ func TestFilter(t *testing.T) {
 	f, _ = NewFilter("", "lo|docker.*")
 	if !f.Ignored("docker0") || f.Ignored("eth0") {
 		t.Error("exclude filter is wrong")
+	}
+}
+
+// The fast text writer and the client_golang path (Collect -> registry ->
+// expfmt) must describe the same metrics: same families, help, types,
+// label sets and values.
+func TestTextMatchesClientGolang(t *testing.T) {
+	o := fixtureOptions(t, fixtureSys)
+	e, err := NewExporter([]string{"rdma", "netdev", "pfc"}, o, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := e.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fast, err := parser.TextToMetricFamilies(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("parsing our own text output: %v\n%s", err, buf.String())
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(e)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mfs) != len(fast) {
+		t.Errorf("families: client_golang %d, text %d", len(mfs), len(fast))
+	}
+	render := func(mf *dto.MetricFamily) []string {
+		var out []string
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			sort.Strings(ls)
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue() + m.GetUntyped().GetValue()
+			out = append(out, fmt.Sprintf("%s %v", strings.Join(ls, ","), v))
+		}
+		sort.Strings(out)
+		return out
+	}
+	for _, want := range mfs {
+		if strings.HasPrefix(want.GetName(), "fabric_scrape_collector_duration") {
+			continue // differs between the two scrapes
+		}
+		got, ok := fast[want.GetName()]
+		if !ok {
+			t.Errorf("family %s missing from text output", want.GetName())
+			continue
+		}
+		if got.GetHelp() != want.GetHelp() || got.GetType() != want.GetType() {
+			t.Errorf("%s: help/type %q/%v, want %q/%v", want.GetName(), got.GetHelp(), got.GetType(), want.GetHelp(), want.GetType())
+		}
+		if g, w := strings.Join(render(got), "\n"), strings.Join(render(want), "\n"); g != w {
+			// read-error counters advance by one scrape between the two runs
+			if want.GetName() != "fabric_scrape_read_errors_total" {
+				t.Errorf("%s differs:\ntext:\n%s\nclient_golang:\n%s", want.GetName(), g, w)
+			}
+		}
+	}
+}
+
+func TestWriteTextEscaping(t *testing.T) {
+	f := NewFamily("fabric_test_escape_info", "Help with a \\ backslash\nand a newline.", prometheus.GaugeValue, "z", "a")
+	var b Batch
+	b.AddWith(f, 1, "quote\" back\\ nl\n", "bad utf8 \xff")
+	b.AddWith(f, math.Inf(1), "x", "y")
+	var buf bytes.Buffer
+	if err := writeText(&buf, []*Batch{&b}); err != nil {
+		t.Fatal(err)
+	}
+	want := `# HELP fabric_test_escape_info Help with a \\ backslash\nand a newline.
+# TYPE fabric_test_escape_info gauge
+fabric_test_escape_info{a="bad utf8 ` + "\uFFFD" + `",z="quote\" back\\ nl\n"} 1
+fabric_test_escape_info{a="y",z="x"} +Inf
+`
+	if buf.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", buf.String(), want)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	if _, err := parser.TextToMetricFamilies(&buf); err != nil {
+		t.Errorf("output does not parse: %v", err)
 	}
 }

@@ -22,15 +22,17 @@ type updater struct {
 
 func (u updater) Describe(chan<- *prometheus.Desc) {}
 func (u updater) Collect(ch chan<- prometheus.Metric) {
-	err := u.c.Update(context.Background(), ch)
+	var b Batch
+	err := u.c.Update(context.Background(), &b)
 	if u.err != nil {
 		*u.err = err
 	}
+	constMetrics(&b, ch)
 }
 
 // testEnv returns an Env whose read-error counter can be inspected.
-func testEnv() (Env, prometheus.Counter) {
-	ctr := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_read_errors_total", Help: "x"})
+func testEnv() (Env, *Counter) {
+	ctr := &Counter{}
 	l := log.NewNopLogger()
 	return Env{Logger: l, ReadErrors: ctr, Once: NewOnceLogger(l, 1024)}, ctr
 }

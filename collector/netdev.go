@@ -50,39 +50,41 @@ type netdevCollector struct {
 	env    Env
 	opts   *Options
 	reader *sysReader
-	descs  map[string]*prometheus.Desc // statistics file -> desc
+	fams   map[string]*Family // statistics file -> family
 	ifs    map[string]*netIf
 	buf    [maxAttrSize]byte
 
-	info, up, speed *prometheus.Desc
+	info, up, speed *Family
 }
 
 type netIf struct {
-	name, dir, target string
-	physical          bool
-	driver, pci, numa string
-	stats             []ibCounter
+	name, dir, target   string
+	physical            bool
+	driver, pci, numa   string
+	stats               []ibCounter
+	up, speed           *Series
+	operPath, speedPath string
 }
 
 func newNetdevCollector(env Env, o *Options) (Collector, error) {
 	c := &netdevCollector{
 		env: env, opts: o, reader: newSysReader(),
-		descs: map[string]*prometheus.Desc{}, ifs: map[string]*netIf{},
-		info: prometheus.NewDesc("fabric_netdev_info",
+		fams: map[string]*Family{}, ifs: map[string]*netIf{},
+		info: NewFamily("fabric_netdev_info",
 			"Network interface metadata; rail is \"\" when the interface carries no rail, numa_node \"\" when unknown.",
-			[]string{"netdev", "operstate", "driver", "pci_bus_id", "numa_node", "rail"}, nil),
-		up:    prometheus.NewDesc("fabric_netdev_up", "1 if the interface's operstate is up, else 0.", []string{"netdev"}, nil),
-		speed: prometheus.NewDesc("fabric_netdev_speed_bytes_per_second", "Link speed in bytes per second (absent while the link is down).", []string{"netdev"}, nil),
+			prometheus.GaugeValue, "netdev", "operstate", "driver", "pci_bus_id", "numa_node", "rail"),
+		up:    NewFamily("fabric_netdev_up", "1 if the interface's operstate is up, else 0.", prometheus.GaugeValue, "netdev"),
+		speed: NewFamily("fabric_netdev_speed_bytes_per_second", "Link speed in bytes per second (absent while the link is down).", prometheus.GaugeValue, "netdev"),
 	}
 	for file, s := range netdevStats {
-		c.descs[file] = prometheus.NewDesc("fabric_netdev_"+s.name, s.help, []string{"netdev"}, nil)
+		c.fams[file] = NewFamily("fabric_netdev_"+s.name, s.help, prometheus.CounterValue, "netdev")
 	}
 	return c, nil
 }
 
 func (c *netdevCollector) dir() string { return c.opts.sysPath("class", "net") }
 
-func (c *netdevCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+func (c *netdevCollector) Update(ctx context.Context, b *Batch) error {
 	names, err := listDir(c.dir(), false)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -112,7 +114,7 @@ func (c *netdevCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 			}
 		}
 		seen[name] = true
-		if !c.collectIface(ifc, rail, ch) {
+		if !c.collectIface(ifc, rail, b) {
 			c.drop(name)
 		}
 	}
@@ -142,7 +144,8 @@ func (c *netdevCollector) iface(name string) *netIf {
 		}
 		c.drop(name)
 	}
-	ifc := &netIf{name: name, dir: dir, target: target}
+	ifc := &netIf{name: name, dir: dir, target: target, up: c.up.With(name), speed: c.speed.With(name),
+		operPath: filepath.Join(dir, "operstate"), speedPath: filepath.Join(dir, "speed")}
 	if _, err := os.Lstat(filepath.Join(dir, "device")); err == nil {
 		ifc.physical = true
 		ifc.pci = readLinkBase(filepath.Join(dir, "device"))
@@ -160,8 +163,8 @@ func (c *netdevCollector) iface(name string) *netIf {
 		c.env.Once.Debug("stats:"+name, "msg", "cannot list interface statistics", "netdev", name, "err", err)
 	}
 	for _, f := range files {
-		if d, ok := c.descs[f]; ok {
-			ifc.stats = append(ifc.stats, ibCounter{path: filepath.Join(dir, "statistics", f), desc: d, scale: 1})
+		if fam, ok := c.fams[f]; ok {
+			ifc.stats = append(ifc.stats, ibCounter{path: filepath.Join(dir, "statistics", f), series: fam.With(name), scale: 1})
 		}
 	}
 	c.ifs[name] = ifc
@@ -169,30 +172,30 @@ func (c *netdevCollector) iface(name string) *netIf {
 }
 
 // collectIface sends one interface's metrics; false means it vanished.
-func (c *netdevCollector) collectIface(ifc *netIf, rail string, ch chan<- prometheus.Metric) bool {
-	oper, err := c.reader.readString(filepath.Join(ifc.dir, "operstate"))
+func (c *netdevCollector) collectIface(ifc *netIf, rail string, b *Batch) bool {
+	oper, err := c.reader.readString(ifc.operPath)
 	if err != nil {
 		if isGone(err) {
 			return false
 		}
-		c.readError(filepath.Join(ifc.dir, "operstate"), err)
+		c.readError(ifc.operPath, err)
 	}
-	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, ifc.name, oper, ifc.driver, ifc.pci, ifc.numa, rail)
+	b.AddWith(c.info, 1, ifc.name, oper, ifc.driver, ifc.pci, ifc.numa, rail)
 	if oper != "" {
-		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, b2f(oper == "up"), ifc.name)
+		b.Add(ifc.up, b2f(oper == "up"))
 	}
-	if b, err := c.reader.read(filepath.Join(ifc.dir, "speed"), c.buf[:]); err == nil {
+	if raw, err := c.reader.read(ifc.speedPath, c.buf[:]); err == nil {
 		// Mb/s; -1 (or EINVAL) while the link is down.
-		if v, err := parseSysfsInt(b); err == nil && v > 0 {
-			ch <- prometheus.MustNewConstMetric(c.speed, prometheus.GaugeValue, float64(v)*125000, ifc.name)
+		if v, err := parseSysfsInt(raw); err == nil && v > 0 {
+			b.Add(ifc.speed, float64(v)*125000)
 		} else if err != nil && !errors.Is(err, errNotAvailable) {
-			c.readError(filepath.Join(ifc.dir, "speed"), err)
+			c.readError(ifc.speedPath, err)
 		}
 	} else if !isGone(err) {
-		c.readError(filepath.Join(ifc.dir, "speed"), err)
+		c.readError(ifc.speedPath, err)
 	}
 	for _, s := range ifc.stats {
-		b, err := c.reader.read(s.path, c.buf[:])
+		raw, err := c.reader.read(s.path, c.buf[:])
 		if err != nil {
 			if isGone(err) {
 				return false
@@ -200,13 +203,13 @@ func (c *netdevCollector) collectIface(ifc *netIf, rail string, ch chan<- promet
 			c.readError(s.path, err)
 			continue
 		}
-		v, err := parseSysfsUint(b)
+		v, err := parseSysfsUint(raw)
 		if err != nil {
 			c.readError(s.path, err)
 			continue
 		}
 		c.env.Once.Clear(s.path)
-		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.CounterValue, float64(v), ifc.name)
+		b.Add(s.series, float64(v))
 	}
 	return true
 }

@@ -94,7 +94,7 @@ type pfcCollector struct {
 	ethtool EthtoolSource
 
 	pauseFrames, pauseDuration, pauseTransitions, storms, pauseCtrl,
-	phyDiscards, outOfBuffer, linkDown, vportRDMA, prioEnabled *prometheus.Desc
+	phyDiscards, outOfBuffer, linkDown, vportRDMA, prioEnabled *Family
 }
 
 func newPFCCollector(env Env, o *Options) (Collector, error) {
@@ -102,8 +102,12 @@ func newPFCCollector(env Env, o *Options) (Collector, error) {
 	if src == nil {
 		src = NewIoctlEthtool()
 	}
-	nd := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, append([]string{"netdev"}, labels...), nil)
+	nd := func(name, help string, labels ...string) *Family {
+		typ := prometheus.CounterValue
+		if name == "fabric_pfc_priority_enabled" {
+			typ = prometheus.GaugeValue
+		}
+		return NewFamily(name, help, typ, append([]string{"netdev"}, labels...)...)
 	}
 	return &pfcCollector{
 		env: env, opts: o, ethtool: src,
@@ -120,7 +124,7 @@ func newPFCCollector(env Env, o *Options) (Collector, error) {
 	}, nil
 }
 
-func (c *pfcCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+func (c *pfcCollector) Update(ctx context.Context, b *Batch) error {
 	if c.opts.Rails == nil {
 		return fmt.Errorf("%w: no rails", ErrNoData)
 	}
@@ -146,7 +150,7 @@ func (c *pfcCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 			continue
 		}
 		c.env.Once.Clear("ethtool:" + nd)
-		c.emit(nd, stats, ch)
+		c.emit(nd, stats, b)
 	}
 	if len(errs) == len(netdevs) {
 		err := errors.Join(errs...)
@@ -168,7 +172,7 @@ func allUnsupported(errs []error) bool {
 }
 
 // emit turns one interface's statistics into metrics.
-func (c *pfcCollector) emit(nd string, stats map[string]uint64, ch chan<- prometheus.Metric) {
+func (c *pfcCollector) emit(nd string, stats map[string]uint64, b *Batch) {
 	var vport [2]float64 // rx, tx
 	var vportSeen [2]bool
 	var prioStats, pfcOn [8]bool
@@ -184,25 +188,25 @@ func (c *pfcCollector) emit(nd string, stats map[string]uint64, ch chan<- promet
 		v := float64(stats[name]) * s.scale
 		switch s.kind {
 		case pfcPauseFrames:
-			ch <- prometheus.MustNewConstMetric(c.pauseFrames, prometheus.CounterValue, v, nd, s.direction, s.priority)
+			b.AddWith(c.pauseFrames, v, nd, s.direction, s.priority)
 			if s.priority != "global" {
 				p, _ := strconv.Atoi(s.priority)
 				pfcOn[p] = true
 			}
 		case pfcPauseDuration:
-			ch <- prometheus.MustNewConstMetric(c.pauseDuration, prometheus.CounterValue, v, nd, s.direction, s.priority)
+			b.AddWith(c.pauseDuration, v, nd, s.direction, s.priority)
 		case pfcPauseTransitions:
-			ch <- prometheus.MustNewConstMetric(c.pauseTransitions, prometheus.CounterValue, v, nd, s.priority)
+			b.AddWith(c.pauseTransitions, v, nd, s.priority)
 		case pfcStorm:
-			ch <- prometheus.MustNewConstMetric(c.storms, prometheus.CounterValue, v, nd, s.severity)
+			b.AddWith(c.storms, v, nd, s.severity)
 		case pfcPauseCtrl:
-			ch <- prometheus.MustNewConstMetric(c.pauseCtrl, prometheus.CounterValue, v, nd, s.direction)
+			b.AddWith(c.pauseCtrl, v, nd, s.direction)
 		case pfcPhyDiscards:
-			ch <- prometheus.MustNewConstMetric(c.phyDiscards, prometheus.CounterValue, v, nd, s.direction)
+			b.AddWith(c.phyDiscards, v, nd, s.direction)
 		case pfcOutOfBuffer:
-			ch <- prometheus.MustNewConstMetric(c.outOfBuffer, prometheus.CounterValue, v, nd)
+			b.AddWith(c.outOfBuffer, v, nd)
 		case pfcLinkDown:
-			ch <- prometheus.MustNewConstMetric(c.linkDown, prometheus.CounterValue, v, nd)
+			b.AddWith(c.linkDown, v, nd)
 		case pfcVportRDMA:
 			i := 0
 			if s.direction == "tx" {
@@ -217,7 +221,7 @@ func (c *pfcCollector) emit(nd string, stats map[string]uint64, ch chan<- promet
 	}
 	for i, dir := range []string{"rx", "tx"} {
 		if vportSeen[i] {
-			ch <- prometheus.MustNewConstMetric(c.vportRDMA, prometheus.CounterValue, vport[i], nd, dir)
+			b.AddWith(c.vportRDMA, vport[i], nd, dir)
 		}
 	}
 	perPrio := false
@@ -226,7 +230,7 @@ func (c *pfcCollector) emit(nd string, stats map[string]uint64, ch chan<- promet
 	}
 	if perPrio {
 		for p := range 8 {
-			ch <- prometheus.MustNewConstMetric(c.prioEnabled, prometheus.GaugeValue, b2f(pfcOn[p]), nd, strconv.Itoa(p))
+			b.AddWith(c.prioEnabled, b2f(pfcOn[p]), nd, strconv.Itoa(p))
 		}
 	}
 }

@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"syscall"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-func newTestPFC(t testing.TB, o *Options) (*pfcCollector, prometheus.Counter) {
+func newTestPFC(t testing.TB, o *Options) (*pfcCollector, *Counter) {
 	t.Helper()
 	env, errs := testEnv()
 	c, err := newPFCCollector(env, o)
@@ -103,7 +100,7 @@ func TestPFCErrorIsolationAndReconfiguration(t *testing.T) {
 # TYPE fabric_pfc_pause_transitions_total counter
 fabric_pfc_pause_transitions_total{netdev="eth0",priority="3"} 60197
 `, "fabric_pfc_pause_transitions_total")
-	if got := testutil.ToFloat64(errs); got != 1 {
+	if got := errs.Value(); got != 1 {
 		t.Errorf("read errors = %v, want 1", got)
 	}
 
@@ -128,14 +125,14 @@ fabric_pfc_priority_enabled{netdev="eth0",priority="7"} 0
 
 	// Every rail netdev failing fails the collector.
 	fake.errs["eth0"] = syscall.EIO
-	err := c.Update(context.Background(), make(chan prometheus.Metric, 1000))
+	err := c.Update(context.Background(), &Batch{})
 	if err == nil || errors.Is(err, ErrNoData) {
 		t.Errorf("Update with every netdev failing = %v, want an error", err)
 	}
 	// Drivers without ethtool statistics at all mean no data, not failure.
 	fake.errs = nil
 	fake.stats = nil
-	err = c.Update(context.Background(), make(chan prometheus.Metric, 1000))
+	err = c.Update(context.Background(), &Batch{})
 	if !errors.Is(err, ErrNoData) {
 		t.Errorf("Update with no statistics = %v, want ErrNoData", err)
 	}

@@ -62,17 +62,18 @@ type Rails struct {
 	sysfs  string
 	static []RailConfig
 
-	mu     sync.Mutex
-	lastID uint64
-	last   []Rail
-	reader *sysReader
-	links  map[string]string // class/infiniband/<dev> -> its link target
+	mu       sync.Mutex
+	lastID   uint64
+	last     []Rail
+	reader   *sysReader
+	links    map[string]string   // class/infiniband/<dev> -> its link target
+	ethPorts map[string][]string // default rails: Ethernet ports per device
 }
 
 // NewRails returns the rail resolver. With static rails it checks that every
 // named device and port exists now and fails with a clear message otherwise.
 func NewRails(sysfs string, static []RailConfig) (*Rails, error) {
-	r := &Rails{sysfs: sysfs, static: static, reader: newSysReader(), links: map[string]string{}}
+	r := &Rails{sysfs: sysfs, static: static, reader: newSysReader(), links: map[string]string{}, ethPorts: map[string][]string{}}
 	seen := map[string]bool{}
 	for _, rc := range static {
 		if seen[rc.Name] {
@@ -138,17 +139,26 @@ func (r *Rails) resolve() []Rail {
 		sort.Strings(devs)
 		for _, dev := range devs {
 			devDir := filepath.Join(r.ibDir(), dev)
-			if r.linkChanged(devDir) {
+			changed := r.linkChanged(devDir)
+			if changed {
 				r.reader.forgetPrefix(devDir)
 			}
-			ports, _ := listDir(filepath.Join(devDir, "ports"), false)
-			sort.Slice(ports, func(i, j int) bool { return portLess(ports[i], ports[j]) })
-			var eth []string
-			for _, p := range ports {
-				ll, err := r.reader.readString(filepath.Join(devDir, "ports", p, "link_layer"))
-				if err == nil && ll == "Ethernet" {
-					eth = append(eth, p)
+			eth, ok := r.ethPorts[dev]
+			if !ok || changed {
+				// The link layer of a port is fixed while the device is
+				// registered: list it once per registration.
+				eth = nil
+				ports, _ := listDir(filepath.Join(devDir, "ports"), false)
+				sort.Slice(ports, func(i, j int) bool { return portLess(ports[i], ports[j]) })
+				for _, p := range ports {
+					var buf [64]byte
+					ll, err := r.reader.read(filepath.Join(devDir, "ports", p, "link_layer"), buf[:])
+					if err == nil && string(ll) == "Ethernet" {
+						eth = append(eth, p)
+					}
+					r.reader.forget(filepath.Join(devDir, "ports", p, "link_layer"))
 				}
+				r.ethPorts[dev] = eth
 			}
 			for _, p := range eth {
 				name := dev
@@ -158,6 +168,17 @@ func (r *Rails) resolve() []Rail {
 				n, _ := strconv.Atoi(p)
 				portDir := filepath.Join(devDir, "ports", p)
 				out = append(out, Rail{Name: name, Device: dev, Port: p, Present: true, Netdev: portNetdev(r.reader, devDir, portDir, n)})
+			}
+		}
+		if len(r.ethPorts) > len(devs) { // forget devices that went away
+			present := make(map[string]bool, len(devs))
+			for _, d := range devs {
+				present[d] = true
+			}
+			for d := range r.ethPorts {
+				if !present[d] {
+					delete(r.ethPorts, d)
+				}
 			}
 		}
 	}
@@ -197,7 +218,7 @@ func portLess(a, b string) bool {
 // whose dev_port is N-1.
 func portNetdev(r *sysReader, devDir, portDir string, port int) string {
 	var buf [256]byte
-	if b, err := r.read(filepath.Join(portDir, "gid_attrs", "ndevs", "0"), buf[:]); err == nil && len(b) > 0 {
+	if b, err := r.read(portDir+"/gid_attrs/ndevs/0", buf[:]); err == nil && len(b) > 0 {
 		return string(b)
 	}
 	netDir := filepath.Join(devDir, "device", "net")

@@ -70,64 +70,67 @@ type rdmaCollector struct {
 	rails   *Rails
 	reader  *sysReader
 	devices map[string]*ibDevice // by device name
-	descs   map[string]*prometheus.Desc
+	names   map[string]bool      // dynamic family names this collector created
 	buf     [maxAttrSize]byte
 
-	portInfo, portUp, portRate, deviceInfo, lifespan, railInfo, railPresent *prometheus.Desc
+	portInfo, portUp, portRate, deviceInfo, lifespan, railInfo, railPresent *Family
 }
 
+// ibCounter is one counter file and the series it feeds.
 type ibCounter struct {
-	path  string
-	desc  *prometheus.Desc
-	scale float64
-	gauge bool
+	path   string
+	series *Series
+	scale  float64
 }
 
 type ibPort struct {
 	num       string
 	linkLayer string // static per registration
-	numInt   int
-	dir      string
-	counters []ibCounter
+	numInt    int
+	dir       string
+	counters  []ibCounter
+	up, rate  *Series
+	// attribute paths read on every scrape
+	statePath, physPath, ratePath string
 }
 
 type ibDevice struct {
 	name, dir, target string
-	info              []string // board_id, fw_ver, hca_type, node_guid, pci_bus_id, numa_node
+	info              *Series // fabric_rdma_device_info
 	ports             []*ibPort
 }
 
 func newRDMACollector(env Env, o *Options) (Collector, error) {
-	portLabels := []string{"device", "port"}
+	gauge := prometheus.GaugeValue
 	c := &rdmaCollector{
 		env: env, opts: o, rails: o.Rails, reader: newSysReader(),
-		devices: map[string]*ibDevice{}, descs: map[string]*prometheus.Desc{},
-		portInfo: prometheus.NewDesc("fabric_rdma_port_info",
+		devices: map[string]*ibDevice{}, names: map[string]bool{},
+		portInfo: NewFamily("fabric_rdma_port_info",
 			"RDMA port metadata: netdev from gid_attrs/ndevs/0 (or the PCI function's net/), link layer (Ethernet = RoCE), state, physical state and the rail it carries (\"\" for none).",
-			[]string{"device", "port", "netdev", "link_layer", "state", "phys_state", "rail"}, nil),
-		portUp:   prometheus.NewDesc("fabric_rdma_port_up", "1 if the RDMA port state is ACTIVE, else 0.", portLabels, nil),
-		portRate: prometheus.NewDesc("fabric_rdma_port_rate_bytes_per_second", "Link rate of the RDMA port in bytes per second (sysfs rate, e.g. 400 Gb/sec = 5e10).", portLabels, nil),
-		deviceInfo: prometheus.NewDesc("fabric_rdma_device_info",
+			gauge, "device", "port", "netdev", "link_layer", "state", "phys_state", "rail"),
+		portUp:   NewFamily("fabric_rdma_port_up", "1 if the RDMA port state is ACTIVE, else 0.", gauge, "device", "port"),
+		portRate: NewFamily("fabric_rdma_port_rate_bytes_per_second", "Link rate of the RDMA port in bytes per second (sysfs rate, e.g. 400 Gb/sec = 5e10).", gauge, "device", "port"),
+		deviceInfo: NewFamily("fabric_rdma_device_info",
 			"RDMA device metadata; numa_node is \"\" when the kernel reports no node (-1).",
-			[]string{"device", "board_id", "fw_ver", "hca_type", "node_guid", "pci_bus_id", "numa_node"}, nil),
-		lifespan: prometheus.NewDesc("fabric_rdma_hw_lifespan_seconds", "How long the kernel caches hw_counters before querying the device again (hw_counters/lifespan, milliseconds in sysfs).", portLabels, nil),
-		railInfo: prometheus.NewDesc("fabric_rail_info", "A rail: the RDMA port it is and the netdev of that port (\"\" when unresolved).",
-			[]string{"rail", "device", "port", "netdev"}, nil),
-		railPresent: prometheus.NewDesc("fabric_rail_device_present", "1 if the RDMA port of the rail exists now, 0 if it disappeared.",
-			[]string{"rail", "device", "port"}, nil),
+			gauge, "device", "board_id", "fw_ver", "hca_type", "node_guid", "pci_bus_id", "numa_node"),
+		lifespan: NewFamily("fabric_rdma_hw_lifespan_seconds", "How long the kernel caches hw_counters before querying the device again (hw_counters/lifespan, milliseconds in sysfs).", gauge, "device", "port"),
+		railInfo: NewFamily("fabric_rail_info", "A rail: the RDMA port it is and the netdev of that port (\"\" when unresolved).",
+			gauge, "rail", "device", "port", "netdev"),
+		railPresent: NewFamily("fabric_rail_device_present", "1 if the RDMA port of the rail exists now, 0 if it disappeared.",
+			gauge, "rail", "device", "port"),
 	}
 	return c, nil
 }
 
 func (c *rdmaCollector) dir() string { return c.opts.sysPath("class", "infiniband") }
 
-func (c *rdmaCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+func (c *rdmaCollector) Update(ctx context.Context, b *Batch) error {
 	var rails []Rail
 	if c.rails != nil {
 		rails = c.rails.Current(ctx)
 		for _, r := range rails {
-			ch <- prometheus.MustNewConstMetric(c.railInfo, prometheus.GaugeValue, 1, r.Name, r.Device, r.Port, r.Netdev)
-			ch <- prometheus.MustNewConstMetric(c.railPresent, prometheus.GaugeValue, b2f(r.Present), r.Name, r.Device, r.Port)
+			b.AddWith(c.railInfo, 1, r.Name, r.Device, r.Port, r.Netdev)
+			b.AddWith(c.railPresent, b2f(r.Present), r.Name, r.Device, r.Port)
 		}
 	}
 	names, err := listDir(c.dir(), false)
@@ -147,7 +150,7 @@ func (c *rdmaCollector) Update(ctx context.Context, ch chan<- prometheus.Metric)
 		if dev == nil {
 			continue
 		}
-		if !c.collectDevice(dev, rails, ch) {
+		if !c.collectDevice(dev, rails, b) {
 			// The device went away mid-read; rebuild it next scrape.
 			c.drop(name)
 		}
@@ -204,8 +207,8 @@ func (c *rdmaCollector) scanDevice(name, dir, target string) (*ibDevice, error) 
 			numa = strconv.FormatInt(v, 10)
 		}
 	}
-	d.info = []string{name, str("board_id"), str("fw_ver"), str("hca_type"), str("node_guid"),
-		readLinkBase(filepath.Join(dir, "device")), numa}
+	d.info = c.deviceInfo.With(name, str("board_id"), str("fw_ver"), str("hca_type"), str("node_guid"),
+		readLinkBase(filepath.Join(dir, "device")), numa)
 	// Static attributes are read once per registration; drop their fds.
 	c.reader.forgetPrefix(dir)
 
@@ -220,17 +223,18 @@ func (c *rdmaCollector) scanDevice(name, dir, target string) (*ibDevice, error) 
 			continue
 		}
 		pd := filepath.Join(dir, "ports", p)
-		port := &ibPort{num: p, numInt: n, dir: pd}
+		port := &ibPort{num: p, numInt: n, dir: pd, up: c.portUp.With(name, p), rate: c.portRate.With(name, p),
+			statePath: filepath.Join(pd, "state"), physPath: filepath.Join(pd, "phys_state"), ratePath: filepath.Join(pd, "rate")}
 		port.linkLayer, _ = c.reader.readString(filepath.Join(pd, "link_layer"))
 		c.reader.forget(filepath.Join(pd, "link_layer"))
-		port.counters = c.scanCounters(pd)
+		port.counters = c.scanCounters(pd, name, p)
 		d.ports = append(d.ports, port)
 	}
 	return d, nil
 }
 
 // scanCounters lists the counter files of a port once per registration.
-func (c *rdmaCollector) scanCounters(portDir string) []ibCounter {
+func (c *rdmaCollector) scanCounters(portDir, dev, port string) []ibCounter {
 	byMetric := map[string]ibCounter{}
 	var order []string
 	add := func(key string, ctr ibCounter) {
@@ -249,11 +253,11 @@ func (c *rdmaCollector) scanCounters(portDir string) []ibCounter {
 			}
 			pc = portCounter{name: s + "_total", help: "RDMA port counter " + f + " (sysfs counters/" + f + ", exported as read).", scale: 1}
 		}
-		desc := c.desc("fabric_rdma_port_"+pc.name, pc.help)
-		if desc == nil {
+		fam := c.family("fabric_rdma_port_"+pc.name, pc.help, prometheus.CounterValue)
+		if fam == nil {
 			continue
 		}
-		add("fabric_rdma_port_"+pc.name, ibCounter{path: filepath.Join(portDir, "counters", f), desc: desc, scale: pc.scale})
+		add(fam.name, ibCounter{path: filepath.Join(portDir, "counters", f), series: fam.With(dev, port), scale: pc.scale})
 	}
 	ext, _ := listDir(filepath.Join(portDir, "counters_ext"), true)
 	for _, f := range ext {
@@ -262,28 +266,28 @@ func (c *rdmaCollector) scanCounters(portDir string) []ibCounter {
 			continue
 		}
 		pc := portCounters[base]
-		desc := c.desc("fabric_rdma_port_"+pc.name, pc.help)
-		if desc == nil {
+		fam := c.family("fabric_rdma_port_"+pc.name, pc.help, prometheus.CounterValue)
+		if fam == nil {
 			continue
 		}
-		add("fabric_rdma_port_"+pc.name, ibCounter{path: filepath.Join(portDir, "counters_ext", f), desc: desc, scale: pc.scale})
+		add(fam.name, ibCounter{path: filepath.Join(portDir, "counters_ext", f), series: fam.With(dev, port), scale: pc.scale})
 	}
 	hw, _ := listDir(filepath.Join(portDir, "hw_counters"), true)
 	for _, f := range hw {
 		path := filepath.Join(portDir, "hw_counters", f)
 		if f == "lifespan" {
-			add("fabric_rdma_hw_lifespan_seconds", ibCounter{path: path, desc: c.lifespan, scale: 0.001, gauge: true})
+			add(c.lifespan.name, ibCounter{path: path, series: c.lifespan.With(dev, port), scale: 0.001})
 			continue
 		}
 		s := sanitizeName(f)
 		if s == "" {
 			continue
 		}
-		desc := c.desc("fabric_rdma_hw_"+s+"_total", "RDMA hardware counter "+f+" (sysfs hw_counters/"+f+"; mlx5 Q counters are 32 bits wide and wrap).")
-		if desc == nil {
+		fam := c.family("fabric_rdma_hw_"+s+"_total", "RDMA hardware counter "+s+" (sysfs hw_counters; mlx5 Q counters are 32 bits wide and wrap).", prometheus.CounterValue)
+		if fam == nil {
 			continue
 		}
-		add("fabric_rdma_hw_"+s+"_total", ibCounter{path: path, desc: desc, scale: 1})
+		add(fam.name, ibCounter{path: path, series: fam.With(dev, port), scale: 1})
 	}
 	out := make([]ibCounter, 0, len(order))
 	for _, k := range order {
@@ -292,44 +296,42 @@ func (c *rdmaCollector) scanCounters(portDir string) []ibCounter {
 	return out
 }
 
-// desc returns the cached Desc of a dynamically named metric.
-func (c *rdmaCollector) desc(name, help string) *prometheus.Desc {
-	if d, ok := c.descs[name]; ok {
-		return d
+// family returns a {device,port} family named from a kernel file name;
+// nil once this collector made maxDynamicNames of them.
+func (c *rdmaCollector) family(name, help string, typ prometheus.ValueType) *Family {
+	if !c.names[name] {
+		if len(c.names) >= maxDynamicNames {
+			return nil
+		}
+		c.names[name] = true
 	}
-	if len(c.descs) >= maxDynamicNames {
-		return nil
-	}
-	d := prometheus.NewDesc(name, help, []string{"device", "port"}, nil)
-	c.descs[name] = d
-	return d
+	return NewFamily(name, help, typ, "device", "port")
 }
 
 // collectDevice sends one device's metrics; false means the device vanished.
-func (c *rdmaCollector) collectDevice(d *ibDevice, rails []Rail, ch chan<- prometheus.Metric) bool {
-	ch <- prometheus.MustNewConstMetric(c.deviceInfo, prometheus.GaugeValue, 1, d.info...)
+func (c *rdmaCollector) collectDevice(d *ibDevice, rails []Rail, b *Batch) bool {
+	b.Add(d.info, 1)
 	for _, p := range d.ports {
-		stateID, state, err := c.readState(filepath.Join(p.dir, "state"))
+		stateID, state, err := c.readState(p.statePath)
 		if err != nil && isGone(err) {
 			return false
 		}
-		_, phys, _ := c.readState(filepath.Join(p.dir, "phys_state"))
+		_, phys, _ := c.readState(p.physPath)
 		netdev := portNetdev(c.reader, d.dir, p.dir, p.numInt)
-		ch <- prometheus.MustNewConstMetric(c.portInfo, prometheus.GaugeValue, 1,
-			d.name, p.num, netdev, p.linkLayer, state, phys, railOfPort(rails, d.name, p.num))
+		b.AddWith(c.portInfo, 1, d.name, p.num, netdev, p.linkLayer, state, phys, railOfPort(rails, d.name, p.num))
 		if state != "" {
-			ch <- prometheus.MustNewConstMetric(c.portUp, prometheus.GaugeValue, b2f(stateID == 4), d.name, p.num)
+			b.Add(p.up, b2f(stateID == 4))
 		}
-		if rs, err := c.reader.readString(filepath.Join(p.dir, "rate")); err == nil {
-			if v, err := parseRate(rs); err == nil {
-				ch <- prometheus.MustNewConstMetric(c.portRate, prometheus.GaugeValue, v, d.name, p.num)
+		if rs, err := c.reader.read(p.ratePath, c.buf[:]); err == nil {
+			if v, err := parseRate(string(rs)); err == nil {
+				b.Add(p.rate, v)
 			} else {
-				c.readError(filepath.Join(p.dir, "rate"), err)
+				c.readError(p.ratePath, err)
 			}
 		}
 		gone := 0
 		for _, ctr := range p.counters {
-			b, err := c.reader.read(ctr.path, c.buf[:])
+			raw, err := c.reader.read(ctr.path, c.buf[:])
 			if err != nil {
 				if isGone(err) {
 					gone++
@@ -338,17 +340,13 @@ func (c *rdmaCollector) collectDevice(d *ibDevice, rails []Rail, ch chan<- prome
 				c.readError(ctr.path, err)
 				continue
 			}
-			v, err := parseSysfsUint(b)
+			v, err := parseSysfsUint(raw)
 			if err != nil {
 				c.readError(ctr.path, err)
 				continue
 			}
 			c.env.Once.Clear(ctr.path)
-			vt := prometheus.CounterValue
-			if ctr.gauge {
-				vt = prometheus.GaugeValue
-			}
-			ch <- prometheus.MustNewConstMetric(ctr.desc, vt, float64(v)*ctr.scale, d.name, p.num)
+			b.Add(ctr.series, float64(v)*ctr.scale)
 		}
 		if gone > 0 && gone == len(p.counters) {
 			return false
@@ -389,4 +387,3 @@ func b2f(b bool) float64 {
 	}
 	return 0
 }
-

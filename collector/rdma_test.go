@@ -9,12 +9,11 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 )
 
-func newTestRDMA(t testing.TB, o *Options) (*rdmaCollector, prometheus.Counter) {
+func newTestRDMA(t testing.TB, o *Options) (*rdmaCollector, *Counter) {
 	t.Helper()
 	env, errs := testEnv()
 	c, err := newRDMACollector(env, o)
@@ -47,14 +46,14 @@ fabric_rdma_port_received_bytes_total{device="mlx5_3",port="1"} 8.20514751096996
 # TYPE fabric_rdma_hw_lifespan_seconds gauge
 fabric_rdma_hw_lifespan_seconds{device="mlx5_0",port="1"} 0.012
 fabric_rdma_hw_lifespan_seconds{device="mlx5_3",port="1"} 0.01
-# HELP fabric_rdma_hw_local_ack_timeout_err_total RDMA hardware counter local_ack_timeout_err (sysfs hw_counters/local_ack_timeout_err; mlx5 Q counters are 32 bits wide and wrap).
+# HELP fabric_rdma_hw_local_ack_timeout_err_total RDMA hardware counter local_ack_timeout_err (sysfs hw_counters; mlx5 Q counters are 32 bits wide and wrap).
 # TYPE fabric_rdma_hw_local_ack_timeout_err_total counter
 fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_0",port="1"} 2705
 fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_3",port="1"} 0
-# HELP fabric_rdma_hw_np_cnp_sent_total RDMA hardware counter np_cnp_sent (sysfs hw_counters/np_cnp_sent; mlx5 Q counters are 32 bits wide and wrap).
+# HELP fabric_rdma_hw_np_cnp_sent_total RDMA hardware counter np_cnp_sent (sysfs hw_counters; mlx5 Q counters are 32 bits wide and wrap).
 # TYPE fabric_rdma_hw_np_cnp_sent_total counter
 fabric_rdma_hw_np_cnp_sent_total{device="mlx5_0",port="1"} 1333
-# HELP fabric_rdma_hw_req_transport_retries_exceeded_total RDMA hardware counter req_transport_retries_exceeded (sysfs hw_counters/req_transport_retries_exceeded; mlx5 Q counters are 32 bits wide and wrap).
+# HELP fabric_rdma_hw_req_transport_retries_exceeded_total RDMA hardware counter req_transport_retries_exceeded (sysfs hw_counters; mlx5 Q counters are 32 bits wide and wrap).
 # TYPE fabric_rdma_hw_req_transport_retries_exceeded_total counter
 fabric_rdma_hw_req_transport_retries_exceeded_total{device="mlx5_0",port="1"} 0
 fabric_rdma_hw_req_transport_retries_exceeded_total{device="mlx5_3",port="1"} 0
@@ -89,7 +88,7 @@ fabric_rail_info{device="mlx5_3",netdev="eth3",port="1",rail="mlx5_3"} 1
 	// The i40iw0 "N/A (no PMA)" counters, mlx5_3's "N/A" np_cnp_sent and
 	// empty rp_cnp_ignored are "not available": no series, no error. Only the
 	// garbage out_of_buffer ("0x1f!") counts as a read error (once per scrape).
-	if got := testutil.ToFloat64(errs); got != 1 {
+	if got := errs.Value(); got != 1 {
 		t.Errorf("read errors after one scrape = %v, want 1", got)
 	}
 	out, err := testutil.CollectAndFormat(updater{c: c}, expfmt.TypeTextPlain)
@@ -109,7 +108,7 @@ fabric_rail_info{device="mlx5_3",netdev="eth3",port="1",rail="mlx5_3"} 1
 func TestRDMANoInfinibandIsNoData(t *testing.T) {
 	dir := t.TempDir()
 	c, _ := newTestRDMA(t, fixtureOptions(t, dir))
-	err := c.Update(context.Background(), make(chan prometheus.Metric, 100))
+	err := c.Update(context.Background(), &Batch{})
 	if !errors.Is(err, ErrNoData) {
 		t.Fatalf("Update on a host without class/infiniband = %v, want ErrNoData", err)
 	}
@@ -127,14 +126,14 @@ func TestRDMADeviceWithoutCounters(t *testing.T) {
 	}
 	c, errs := newTestRDMA(t, fixtureOptions(t, root))
 	compare(t, c, `
-# HELP fabric_rdma_hw_tx_bytes_total RDMA hardware counter tx_bytes (sysfs hw_counters/tx_bytes; mlx5 Q counters are 32 bits wide and wrap).
+# HELP fabric_rdma_hw_tx_bytes_total RDMA hardware counter tx_bytes (sysfs hw_counters; mlx5 Q counters are 32 bits wide and wrap).
 # TYPE fabric_rdma_hw_tx_bytes_total counter
 fabric_rdma_hw_tx_bytes_total{device="bnxt_re0",port="1"} 4567
 # HELP fabric_rdma_port_up 1 if the RDMA port state is ACTIVE, else 0.
 # TYPE fabric_rdma_port_up gauge
 fabric_rdma_port_up{device="bnxt_re0",port="1"} 1
 `, "fabric_rdma_hw_tx_bytes_total", "fabric_rdma_port_up")
-	if got := testutil.ToFloat64(errs); got != 0 {
+	if got := errs.Value(); got != 0 {
 		t.Errorf("read errors = %v, want 0", got)
 	}
 }
@@ -178,7 +177,7 @@ fabric_rdma_port_received_bytes_total{device="mlx4_0",port="1"} 1.8527668e+07
 fabric_rdma_port_received_bytes_total{device="mlx4_0",port="2"} 1.8527668e+07
 fabric_rdma_port_received_bytes_total{device="mlx5_0",port="1"} 9.22159499729932e+14
 fabric_rdma_port_received_bytes_total{device="mlx5_3",port="1"} 8.20514751096996e+14
-# HELP fabric_rdma_hw_local_ack_timeout_err_total RDMA hardware counter local_ack_timeout_err (sysfs hw_counters/local_ack_timeout_err; mlx5 Q counters are 32 bits wide and wrap).
+# HELP fabric_rdma_hw_local_ack_timeout_err_total RDMA hardware counter local_ack_timeout_err (sysfs hw_counters; mlx5 Q counters are 32 bits wide and wrap).
 # TYPE fabric_rdma_hw_local_ack_timeout_err_total counter
 fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_3",port="1"} 0
 # HELP fabric_rdma_port_transmitted_bytes_total Bytes transmitted by the port (port_xmit_data counts 4-octet words; multiplied by 4). On mlx5 RoCE this is RDMA traffic only.
@@ -189,7 +188,7 @@ fabric_rdma_port_transmitted_bytes_total{device="mlx5_3",port="1"} 9.21770677727
 `, "fabric_rdma_port_received_bytes_total", "fabric_rdma_hw_local_ack_timeout_err_total", "fabric_rdma_port_transmitted_bytes_total")
 	// EACCES and EIO count (plus the fixture's garbage value); EINVAL is
 	// "not available".
-	if got := testutil.ToFloat64(errs); got != 3 {
+	if got := errs.Value(); got != 3 {
 		t.Errorf("read errors = %v, want 3", got)
 	}
 }
@@ -234,7 +233,7 @@ func TestRDMACountersFollowUpdates(t *testing.T) {
 	want := func(v string) {
 		t.Helper()
 		compare(t, c, `
-# HELP fabric_rdma_hw_local_ack_timeout_err_total RDMA hardware counter local_ack_timeout_err (sysfs hw_counters/local_ack_timeout_err; mlx5 Q counters are 32 bits wide and wrap).
+# HELP fabric_rdma_hw_local_ack_timeout_err_total RDMA hardware counter local_ack_timeout_err (sysfs hw_counters; mlx5 Q counters are 32 bits wide and wrap).
 # TYPE fabric_rdma_hw_local_ack_timeout_err_total counter
 fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_0",port="1"} `+v+`
 fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_3",port="1"} 0

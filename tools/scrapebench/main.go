@@ -28,7 +28,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -51,6 +50,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 )
 
 // clockTicksPerSecond is USER_HZ, the unit of utime and stime in
@@ -202,272 +203,20 @@ func run(ctx context.Context, cfg *config) (err error) {
 // ---------------------------------------------------------------------------
 // Fixture trees
 
-// The two mlx5 RoCE devices of the fixture, and the one replicated for
-// larger counts.
-var (
-	pairDevices    = []string{"mlx5_0", "mlx5_3"}
-	templateDevice = "mlx5_0"
-)
-
-// buildFixture writes the fixture tree for hcas HCAs to dst and returns a
-// one-line description of it.
+// buildFixture writes a tree of hcas clean copies of the fixture's mlx5_0
+// (internal/fixturetree) to dst and returns a one-line description of it.
+// The bundled fixture itself is not used: its broken files (an "N/A"
+// hw_counter, garbage, a directory in place of a counter) make
+// node_exporter's infiniband collector fail as a whole.
 func buildFixture(src, dst string, hcas int) (string, error) {
-	if err := copyTree(src, dst); err != nil {
+	if err := fixturetree.HCAs(src, dst, hcas); err != nil {
 		return "", err
 	}
-	ibClass := filepath.Join(dst, "class", "infiniband")
-	if hcas == 2 {
-		if err := keepOnly(ibClass, pairDevices); err != nil {
-			return "", err
-		}
-		return "2 HCAs (fixture mlx5_0 + mlx5_3)", nil
-	}
-	names, err := replicate(dst, templateDevice, hcas)
-	if err != nil {
-		return "", err
-	}
-	if err := keepOnly(ibClass, names); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%d HCAs (%s replicated ×%d)", hcas, templateDevice, hcas), nil
-}
-
-// keepOnly removes every entry of dir that is not in keep and checks that
-// all of keep exist.
-func keepOnly(dir string, keep []string) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	found := 0
-	for _, e := range ents {
-		if slices.Contains(keep, e.Name()) {
-			found++
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			return err
-		}
-	}
-	if found != len(keep) {
-		return fmt.Errorf("%s: want devices %v, found only %d of them", dir, keep, found)
-	}
-	return nil
-}
-
-// copyTree copies src to dst like `cp -a`: directories, regular files and
-// symbolic links (copied as links, targets unchanged), with permission bits
-// and modification times. Other file types are refused.
-func copyTree(src, dst string) error {
-	type dirTime struct {
-		path string
-		mod  time.Time
-	}
-	var dirs []dirTime
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch mode := info.Mode(); {
-		case mode.IsDir():
-			if err := os.Mkdir(target, mode.Perm()|0o700); err != nil {
-				return err
-			}
-			// Directory times are set last: creating entries changes them.
-			dirs = append(dirs, dirTime{target, info.ModTime()})
-			return nil
-		case mode&fs.ModeSymlink != 0:
-			link, err := os.Readlink(path)
-			if err != nil {
-				return err
-			}
-			if err := os.Symlink(link, target); err != nil {
-				return err
-			}
-			ts := []unix.Timespec{unix.NsecToTimespec(info.ModTime().UnixNano()), unix.NsecToTimespec(info.ModTime().UnixNano())}
-			return unix.UtimesNanoAt(unix.AT_FDCWD, target, ts, unix.AT_SYMLINK_NOFOLLOW)
-		case mode.IsRegular():
-			if err := copyFile(path, target, mode.Perm()); err != nil {
-				return err
-			}
-			return os.Chtimes(target, info.ModTime(), info.ModTime())
-		default:
-			return fmt.Errorf("%s: cannot copy file of type %s", path, mode.Type())
-		}
-	})
-	if err != nil {
-		return err
-	}
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := os.Chtimes(dirs[i].path, dirs[i].mod, dirs[i].mod); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func copyFile(src, dst string, perm fs.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Chmod(dst, perm) // not subject to the umask, like cp -a
-}
-
-// replicate turns the PCI device of RDMA device tmpl (in the sysfs tree
-// root; its name must end in 0, like mlx5_0) into n devices. tmpl stays as
-// it is; copies 1..n-1 get PCI bus numbers following the template's and sit
-// next to its directory, so relative links such as driver still resolve.
-// In each copy the RDMA device and its netdev are renamed (mlx5_0 -> mlx5_K,
-// eth0 -> ethK), links to the PCI directory point at the new address,
-// gid_attrs/ndevs files name the new netdev, and class/infiniband, class/net
-// and bus/pci/devices get relative links like the original ones. It returns
-// the RDMA device names.
-func replicate(root, tmpl string, n int) ([]string, error) {
-	devPrefix := strings.TrimSuffix(tmpl, "0")
-	if devPrefix == tmpl {
-		return nil, fmt.Errorf("template device %q: name does not end in 0", tmpl)
-	}
-	ibClass := filepath.Join(root, "class", "infiniband")
-	link, err := os.Readlink(filepath.Join(ibClass, tmpl))
-	if err != nil {
-		return nil, fmt.Errorf("template device: %w", err)
-	}
-	// class/infiniband/mlx5_0 -> ../../devices/.../0000:18:00.0/infiniband/mlx5_0
-	ibDir := filepath.Join(ibClass, link)
-	if filepath.Base(filepath.Dir(ibDir)) != "infiniband" {
-		return nil, fmt.Errorf("template device %s: unexpected link target %s", tmpl, link)
-	}
-	pciDir := filepath.Dir(filepath.Dir(ibDir))
-	pciAddr := filepath.Base(pciDir)
-	// A PCI address is DOMAIN:BUS:DEVICE.FUNCTION, e.g. 0000:18:00.0.
-	parts := strings.Split(pciAddr, ":")
-	if len(parts) != 3 {
-		return nil, fmt.Errorf("template device %s: %q is not a PCI address", tmpl, pciAddr)
-	}
-	bus, err := strconv.ParseUint(parts[1], 16, 8)
-	if err != nil || int(bus)+n-1 > 0xff {
-		return nil, fmt.Errorf("template PCI address %q: cannot derive %d bus numbers from it", pciAddr, n)
-	}
-	netdevs, _ := os.ReadDir(filepath.Join(pciDir, "net"))
-	if len(netdevs) != 1 {
-		return nil, fmt.Errorf("template device %s: want exactly one netdev in %s/net, found %d", tmpl, pciDir, len(netdevs))
-	}
-	tmplNetdev := netdevs[0].Name()
-	netPrefix := strings.TrimRight(tmplNetdev, "0123456789")
-
-	names := []string{tmpl}
-	for k := 1; k < n; k++ {
-		name := fmt.Sprintf("%s%d", devPrefix, k)
-		netdev := fmt.Sprintf("%s%d", netPrefix, k)
-		addr := fmt.Sprintf("%s:%02x:%s", parts[0], int(bus)+k, parts[2])
-		dir := filepath.Join(filepath.Dir(pciDir), addr)
-		names = append(names, name)
-		if _, err := os.Lstat(dir); err == nil {
-			return nil, fmt.Errorf("fake PCI address %s already exists in the fixture", dir)
-		}
-		if err := copyTree(pciDir, dir); err != nil {
-			return nil, err
-		}
-		if err := os.Rename(filepath.Join(dir, "infiniband", tmpl), filepath.Join(dir, "infiniband", name)); err != nil {
-			return nil, err
-		}
-		if err := os.Rename(filepath.Join(dir, "net", tmplNetdev), filepath.Join(dir, "net", netdev)); err != nil {
-			return nil, err
-		}
-		if err := retarget(dir, pciAddr, addr, tmplNetdev, netdev); err != nil {
-			return nil, err
-		}
-		if err := relLink(root, filepath.Join(ibClass, name), filepath.Join(dir, "infiniband", name)); err != nil {
-			return nil, err
-		}
-		if err := relLink(root, filepath.Join(root, "class", "net", netdev), filepath.Join(dir, "net", netdev)); err != nil {
-			return nil, err
-		}
-		if err := relLink(root, filepath.Join(root, "bus", "pci", "devices", addr), dir); err != nil {
-			return nil, err
-		}
-	}
-	return names, nil
-}
-
-// retarget fixes up a copied PCI device directory: symbolic links whose
-// target ends in the old PCI address end in the new one, and
-// gid_attrs/ndevs/* files naming the old netdev name the new one.
-func retarget(dir, oldAddr, newAddr, oldNetdev, newNetdev string) error {
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			t, err := os.Readlink(path)
-			if err != nil {
-				return err
-			}
-			if filepath.Base(t) != oldAddr {
-				return nil
-			}
-			if err := os.Remove(path); err != nil {
-				return err
-			}
-			return os.Symlink(filepath.Join(filepath.Dir(t), newAddr), path)
-		case d.Type().IsRegular() && filepath.Base(filepath.Dir(path)) == "ndevs":
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			if strings.TrimSpace(string(b)) != oldNetdev {
-				return nil
-			}
-			return os.WriteFile(path, []byte(newNetdev+"\n"), 0)
-		}
-		return nil
-	})
-}
-
-// relLink makes link a relative symbolic link to target (both inside root),
-// replacing an existing link. Its directory must exist below root.
-func relLink(root, link, target string) error {
-	if _, err := os.Stat(filepath.Dir(link)); err != nil {
-		return nil // the fixture has no such class directory; nothing to link
-	}
-	rel, err := filepath.Rel(filepath.Dir(link), target)
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(filepath.Clean(link), filepath.Clean(root)+string(filepath.Separator)) {
-		return fmt.Errorf("link %s outside %s", link, root)
-	}
-	if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return os.Symlink(rel, link)
+	return fmt.Sprintf("%d HCAs (fixture mlx5_0 replicated ×%d)", hcas, hcas), nil
 }
 
 // ---------------------------------------------------------------------------
-// Measurement
+// Measurements
 
 // result is one row of a table.
 type result struct {
@@ -475,14 +224,18 @@ type result struct {
 	note    string        // why the row is empty, or remarks
 	cpu     time.Duration // CPU time per scrape
 	lat     []time.Duration
-	rssKiB  int64 // VmRSS after the loop
-	hwmKiB  int64 // VmHWM after the loop
-	series  int   // non-comment lines of one scrape
-	body    int   // bytes of one scrape
-	conns   int   // TCP connections opened during the measured loop
+	rssKiB  int64    // VmRSS after the loop
+	hwmKiB  int64    // VmHWM after the loop
+	series  int      // non-comment lines of one scrape
+	body    int      // bytes of one scrape
+	own     int      // series of the measured collector
+	failed  []string // collectors reporting success 0
+	failLog string   // the exporter log line explaining the failure
+	conns   int      // TCP connections opened during the measured loop
 	skipped bool
 }
 
+// benchFixture measures the raw floor and both exporters on one tree.
 func benchFixture(ctx context.Context, w io.Writer, cfg *config, tmp, sysfs, desc, nodeNote string) error {
 	files, err := attributeFiles(sysfs)
 	if err != nil {
@@ -493,7 +246,7 @@ func benchFixture(ctx context.Context, w io.Writer, cfg *config, tmp, sysfs, des
 		return fmt.Errorf("raw floor: %w", err)
 	}
 
-	fabric, err := benchExporter(ctx, cfg, tmp, "fabric_exporter", cfg.fabricBin, func(addr string) []string {
+	fabric, err := benchExporter(ctx, cfg, tmp, "fabric_exporter", cfg.fabricBin, []string{"fabric_rdma_", "fabric_rail_"}, func(addr string) []string {
 		return []string{"--path.sysfs=" + sysfs, "--collector.disable-defaults", "--collector.rdma", "--web.listen-address=" + addr}
 	})
 	if err != nil {
@@ -501,7 +254,7 @@ func benchFixture(ctx context.Context, w io.Writer, cfg *config, tmp, sysfs, des
 	}
 	node := &result{name: "node_exporter", skipped: true, note: nodeNote}
 	if cfg.nodeBin != "" {
-		node, err = benchExporter(ctx, cfg, tmp, "node_exporter", cfg.nodeBin, func(addr string) []string {
+		node, err = benchExporter(ctx, cfg, tmp, "node_exporter", cfg.nodeBin, []string{"node_infiniband_"}, func(addr string) []string {
 			return []string{"--collector.disable-defaults", "--collector.infiniband", "--path.sysfs=" + sysfs, "--web.listen-address=" + addr}
 		})
 		if err != nil {
@@ -512,48 +265,17 @@ func benchFixture(ctx context.Context, w io.Writer, cfg *config, tmp, sysfs, des
 	return nil
 }
 
-// attributeFiles lists the files one scrape of an RDMA exporter reads: for
-// every class/infiniband/<dev>/ports/<p>, the state, phys_state, rate,
-// link_layer and gid_attrs/ndevs/0 attributes (when present) and every
+// attributeFiles lists the files one scrape of fabric_exporter's rdma
+// collector reads: for every class/infiniband/<dev>/ports/<p>, the state,
+// phys_state, rate and gid_attrs/ndevs/0 attributes (when present) and every
 // regular file of counters/, counters_ext/ and hw_counters/. Paths go
 // through the class symlink, as the exporters' paths do.
 func attributeFiles(sysfs string) ([]string, error) {
-	ibClass := filepath.Join(sysfs, "class", "infiniband")
-	devs, err := os.ReadDir(ibClass)
-	if err != nil {
-		return nil, err
+	files, err := fixturetree.Files(sysfs)
+	if err == nil && len(files) == 0 {
+		err = fmt.Errorf("%s: no RDMA attribute files found", sysfs)
 	}
-	var files []string
-	for _, dev := range devs {
-		portsDir := filepath.Join(ibClass, dev.Name(), "ports")
-		ports, err := os.ReadDir(portsDir)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range ports {
-			pd := filepath.Join(portsDir, p.Name())
-			for _, f := range []string{"state", "phys_state", "rate", "link_layer", filepath.Join("gid_attrs", "ndevs", "0")} {
-				if fi, err := os.Stat(filepath.Join(pd, f)); err == nil && fi.Mode().IsRegular() {
-					files = append(files, filepath.Join(pd, f))
-				}
-			}
-			for _, sub := range []string{"counters", "counters_ext", "hw_counters"} {
-				ents, err := os.ReadDir(filepath.Join(pd, sub))
-				if err != nil {
-					continue // counters_ext exists only on old kernels
-				}
-				for _, e := range ents {
-					if e.Type().IsRegular() {
-						files = append(files, filepath.Join(pd, sub, e.Name()))
-					}
-				}
-			}
-		}
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%s: no RDMA attribute files found", ibClass)
-	}
-	return files, nil
+	return files, err
 }
 
 // rawFloor opens, reads and closes every file once per iteration with raw
@@ -669,6 +391,21 @@ func (c *child) logTail() string {
 	return strings.TrimSpace(string(b))
 }
 
+// lastError returns the last line of log that carries an err= field,
+// shortened; the exporters log a failing collector on every scrape.
+func lastError(log string) string {
+	lines := strings.Split(log, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if _, e, ok := strings.Cut(lines[i], "err="); ok {
+			if len(e) > 200 {
+				e = e[:200] + "…"
+			}
+			return "err=" + e
+		}
+	}
+	return ""
+}
+
 // freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
 func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -680,8 +417,9 @@ func freeAddr() (string, error) {
 }
 
 // benchExporter starts an exporter, waits for it, scrapes it and returns
-// its row.
-func benchExporter(ctx context.Context, cfg *config, tmp, name, bin string, args func(addr string) []string) (*result, error) {
+// its row. Series whose name starts with one of prefixes are counted as the
+// collector's own (as opposed to go_*, process_* and scrape metadata).
+func benchExporter(ctx context.Context, cfg *config, tmp, name, bin string, prefixes []string, args func(addr string) []string) (*result, error) {
 	c, addr, err := startChild(tmp, name, bin, args)
 	if err != nil {
 		return nil, err
@@ -759,7 +497,8 @@ func benchExporter(ctx context.Context, cfg *config, tmp, name, bin string, args
 	if err := scrape(&body); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	res.body, res.series = len(body), countSeries(body)
+	res.body = len(body)
+	res.series, res.own, res.failed = inspectBody(body, prefixes)
 
 	// The measured loop. Only the child's CPU time counts.
 	res.conns = 0
@@ -782,24 +521,43 @@ func benchExporter(ctx context.Context, cfg *config, tmp, name, bin string, args
 	if res.rssKiB, res.hwmKiB, err = procMemory(pid); err != nil {
 		return nil, err
 	}
+	if len(res.failed) > 0 {
+		res.failLog = lastError(c.logTail())
+	}
 	if res.conns > 0 {
 		res.note = fmt.Sprintf("%d new connection(s) during the measured loop", res.conns)
 	}
 	return res, nil
 }
 
-// countSeries counts the non-empty lines of a text exposition that are not
-// comments (# HELP, # TYPE), i.e. the samples.
-func countSeries(body []byte) int {
-	n := 0
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if line := sc.Bytes(); len(line) > 0 && line[0] != '#' {
-			n++
+// inspectBody reads one text exposition. It counts the samples (non-empty
+// lines that are not # HELP or # TYPE comments), the samples whose metric
+// name starts with one of prefixes, and lists the collectors that reported
+// failure through a *_scrape_collector_success{collector="X"} 0 sample:
+// such a scrape skips most of the work and is not comparable.
+func inspectBody(body []byte, prefixes []string) (series, own int, failed []string) {
+	for line := range strings.Lines(string(body)) {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		series++
+		for _, p := range prefixes {
+			if strings.HasPrefix(line, p) {
+				own++
+				break
+			}
+		}
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || !strings.HasSuffix(name, "_scrape_collector_success") {
+			continue
+		}
+		labels, value, _ := strings.Cut(rest, "}")
+		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil && v == 0 {
+			failed = append(failed, labels)
 		}
 	}
-	return n
+	return series, own, failed
 }
 
 // procCPU returns utime+stime of process pid (all its threads) from
@@ -899,16 +657,28 @@ func printTable(w io.Writer, desc string, files int, raw, fabric, node *result) 
 			fmt.Fprintf(w, "- %s: %s\n", r.name, r.note)
 			continue
 		}
-		fmt.Fprintf(w, "- %s: %d body bytes per scrape", r.name, r.body)
+		fmt.Fprintf(w, "- %s: %d body bytes per scrape, %d of the %d series from the collector", r.name, r.body, r.own, r.series)
 		if r.note != "" {
 			fmt.Fprintf(w, "; %s", r.note)
 		}
 		fmt.Fprintln(w)
+		if len(r.failed) > 0 {
+			fmt.Fprintf(w, "  - **WARNING**: %s reports a failed collector (%s), so its row measures a failed scrape, not a full one",
+				r.name, strings.Join(r.failed, ", "))
+			if r.failLog != "" {
+				fmt.Fprintf(w, "; its log says: `%s`", r.failLog)
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	fmt.Fprintf(w, "- raw floor: %d × open+read+close per scrape, %.2f µs CPU per file\n", files, us(raw.cpu)/float64(files))
 	if node.skipped || node.cpu == 0 {
 		fmt.Fprintln(w, "\nfabric_exporter / node_exporter CPU per scrape: n/a")
 		return
 	}
-	fmt.Fprintf(w, "\nfabric_exporter / node_exporter CPU per scrape: %.2f\n", float64(fabric.cpu)/float64(node.cpu))
+	fmt.Fprintf(w, "\nfabric_exporter / node_exporter CPU per scrape: %.2f", float64(fabric.cpu)/float64(node.cpu))
+	if len(fabric.failed)+len(node.failed) > 0 {
+		fmt.Fprint(w, " (not comparable: a collector failed, see above)")
+	}
+	fmt.Fprintln(w)
 }

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/go-kit/log"
+
+	"github.com/fabric-exporter/fabric_exporter/collector"
+	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
+)
+
+// benchServer serves the exporter's mux on an n-HCA copy of the fixture
+// with only the rdma collector (the part node_exporter's infiniband
+// collector can be compared with) or all collectors.
+func benchServer(b *testing.B, hcas int, names ...string) http.Handler {
+	b.Helper()
+	sys := b.TempDir()
+	if err := fixturetree.HCAs(fixtureSys, sys, hcas); err != nil {
+		b.Fatal(err)
+	}
+	opts, err := buildOptions(sys, "/proc", "/", nil, "", "", "", "", fixtureEth)
+	if err != nil {
+		b.Fatal(err)
+	}
+	exp, err := collector.NewExporter(names, opts, log.NewNopLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return newMux(exp, opts, "/metrics", 0, true, slog.New(slog.DiscardHandler))
+}
+
+// BenchmarkScrapeHTTP is one full scrape over loopback HTTP (client
+// allocations included), uncompressed as in the side-by-side comparison.
+func BenchmarkScrapeHTTP(b *testing.B) {
+	for _, hcas := range []int{2, 8} {
+		for _, set := range [][]string{{"rdma"}, {"rdma", "netdev", "pfc"}} {
+			b.Run(fmt.Sprintf("hcas=%d/collectors=%d", hcas, len(set)), func(b *testing.B) {
+				srv := httptest.NewServer(benchServer(b, hcas, set...))
+				defer srv.Close()
+				client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+				scrape := func() {
+					resp, err := client.Get(srv.URL + "/metrics")
+					if err != nil {
+						b.Fatal(err)
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				scrape()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					scrape()
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkScrapeHandler is the server side of a scrape only.
+func BenchmarkScrapeHandler(b *testing.B) {
+	for _, hcas := range []int{2, 8} {
+		b.Run(fmt.Sprintf("hcas=%d", hcas), func(b *testing.B) {
+			h := benchServer(b, hcas, "rdma")
+			req := httptest.NewRequest("GET", "/metrics", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != 200 {
+					b.Fatal(w.Code)
+				}
+			}
+		})
+	}
+}

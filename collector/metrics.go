@@ -1,0 +1,304 @@
+package collector
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric families, series and batches.
+//
+// A collector declares its metric families once, binds label values to a
+// Series once per device (the series caches its rendered name and labels),
+// and on each scrape adds (series, value) samples to a Batch. The Exporter
+// then writes the batches straight to the text exposition format, or turns
+// them into client_golang const metrics (Collect) for tests and embedding.
+// Both outputs come from the same samples; TestTextMatchesClientGolang
+// checks that they parse to the same families.
+
+// Family is one metric family: name, help, type and label names.
+type Family struct {
+	name, help string
+	typ        prometheus.ValueType
+	labels     []string
+	sorted     []int  // label indexes in name order, as the text format is written
+	header     []byte // "# HELP …\n# TYPE …\n"
+	desc       *prometheus.Desc
+}
+
+// Name returns the family's metric name.
+func (f *Family) Name() string { return f.name }
+
+// maxFamilies bounds the number of distinct families the process creates
+// (hw_counters names come from firmware and are not a fixed list).
+const maxFamilies = 4096
+
+type familyRegistry struct {
+	mu     sync.Mutex
+	byName map[string]*Family
+	order  atomic.Pointer[familyOrder] // families sorted by name, for writing
+}
+
+type familyOrder struct {
+	rank map[*Family]int
+	n    int
+}
+
+var families = func() *familyRegistry {
+	r := &familyRegistry{byName: map[string]*Family{}}
+	r.order.Store(&familyOrder{rank: map[*Family]int{}})
+	return r
+}()
+
+// NewFamily returns the family of that name, creating it on first use. A
+// second declaration must match the first (a programming error otherwise).
+// It returns nil once maxFamilies distinct families exist.
+func NewFamily(name, help string, typ prometheus.ValueType, labels ...string) *Family {
+	r := families
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.byName[name]; ok {
+		if f.typ != typ || strings.Join(f.labels, ",") != strings.Join(labels, ",") {
+			panic(fmt.Sprintf("metric family %s declared twice with different type or labels", name))
+		}
+		return f
+	}
+	if len(r.byName) >= maxFamilies {
+		return nil
+	}
+	typName := "gauge"
+	if typ == prometheus.CounterValue {
+		typName = "counter"
+	}
+	f := &Family{
+		name: name, help: help, typ: typ, labels: labels,
+		header: fmt.Appendf(nil, "# HELP %s %s\n# TYPE %s %s\n", name, escapeHelp(help), name, typName),
+		desc:   prometheus.NewDesc(name, help, labels, nil),
+	}
+	f.sorted = make([]int, len(labels))
+	for i := range f.sorted {
+		f.sorted[i] = i
+	}
+	sort.Slice(f.sorted, func(i, j int) bool { return labels[f.sorted[i]] < labels[f.sorted[j]] })
+	r.byName[name] = f
+	names := make([]*Family, 0, len(r.byName))
+	for _, g := range r.byName {
+		names = append(names, g)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i].name < names[j].name })
+	o := &familyOrder{rank: make(map[*Family]int, len(names)), n: len(names)}
+	for i, g := range names {
+		o.rank[g] = i
+	}
+	r.order.Store(o)
+	return f
+}
+
+// Series is a family with its label values bound.
+type Series struct {
+	fam    *Family
+	values []string
+	prefix []byte // `name{a="x",b="y"} `
+}
+
+// With binds label values (one per label name).
+func (f *Family) With(values ...string) *Series {
+	if len(values) != len(f.labels) {
+		panic(fmt.Sprintf("%s: %d label values for %d labels", f.name, len(values), len(f.labels)))
+	}
+	s := &Series{fam: f, values: make([]string, len(values))}
+	p := append(make([]byte, 0, len(f.name)+2+len(values)*24), f.name...)
+	for i, v := range values {
+		s.values[i] = strings.ToValidUTF8(v, "\uFFFD")
+	}
+	if len(values) > 0 {
+		p = append(p, '{')
+		for n, i := range f.sorted {
+			if n > 0 {
+				p = append(p, ',')
+			}
+			p = append(p, f.labels[i]...)
+			p = append(p, '=', '"')
+			p = appendEscapedLabel(p, s.values[i])
+			p = append(p, '"')
+		}
+		p = append(p, '}')
+	}
+	s.prefix = append(p, ' ')
+	return s
+}
+
+// Batch is one collector's samples for one scrape.
+type Batch struct {
+	samples []sample
+}
+
+type sample struct {
+	s *Series
+	v float64
+}
+
+// Add records a value of a prepared series.
+func (b *Batch) Add(s *Series, v float64) {
+	if s != nil {
+		b.samples = append(b.samples, sample{s, v})
+	}
+}
+
+// AddWith binds label values and records a value (for series whose labels
+// change, like info metrics).
+func (b *Batch) AddWith(f *Family, v float64, values ...string) {
+	if f != nil {
+		b.samples = append(b.samples, sample{f.With(values...), v})
+	}
+}
+
+// Len returns the number of samples.
+func (b *Batch) Len() int { return len(b.samples) }
+
+func (b *Batch) reset() { b.samples = b.samples[:0] }
+
+// textScratch is the reusable working memory of writeText.
+type textScratch struct {
+	counts, ranks []int
+	sorted        []sample
+	buf           []byte
+}
+
+var scratchPool = sync.Pool{New: func() any { return &textScratch{buf: make([]byte, 0, 64<<10)} }}
+
+// writeText writes samples grouped by family (families in name order,
+// series in the order they were added) in the Prometheus text format 0.0.4.
+func writeText(w io.Writer, batches []*Batch) error {
+	sc := scratchPool.Get().(*textScratch)
+	defer scratchPool.Put(sc)
+	var order *familyOrder
+	n := 0
+	for _, b := range batches {
+		n += len(b.samples)
+	}
+	for {
+		order = families.order.Load()
+		sc.counts = resize(sc.counts, order.n+1)
+		clear(sc.counts)
+		sc.ranks = sc.ranks[:0]
+		complete := true
+		for _, b := range batches {
+			for _, s := range b.samples {
+				r, ok := order.rank[s.s.fam]
+				if !ok { // a family registered after order was loaded
+					complete = false
+					break
+				}
+				sc.ranks = append(sc.ranks, r)
+				sc.counts[r+1]++
+			}
+		}
+		if complete {
+			break
+		}
+	}
+	// Counting sort of the samples by family rank.
+	counts := sc.counts
+	for i := 1; i < len(counts); i++ {
+		counts[i] += counts[i-1]
+	}
+	sc.sorted = resize(sc.sorted, n)
+	i := 0
+	for _, b := range batches {
+		for _, s := range b.samples {
+			r := sc.ranks[i]
+			sc.sorted[counts[r]] = s
+			counts[r]++
+			i++
+		}
+	}
+	buf := sc.buf[:0]
+	defer func() {
+		if cap(buf) <= 1<<20 {
+			sc.buf = buf[:0]
+		}
+	}()
+	var last *Family
+	for _, s := range sc.sorted {
+		if s.s.fam != last {
+			last = s.s.fam
+			buf = append(buf, last.header...)
+		}
+		buf = append(buf, s.s.prefix...)
+		buf = appendFloat(buf, s.v)
+		buf = append(buf, '\n')
+	}
+	clear(sc.sorted) // drop references to series
+	_, err := w.Write(buf)
+	return err
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// appendFloat formats a value like the client_golang text encoder.
+func appendFloat(b []byte, f float64) []byte {
+	switch {
+	case f == 1:
+		return append(b, '1')
+	case f == 0:
+		return append(b, '0')
+	case f == -1:
+		return append(b, '-', '1')
+	case math.IsNaN(f):
+		return append(b, "NaN"...)
+	case math.IsInf(f, +1):
+		return append(b, "+Inf"...)
+	case math.IsInf(f, -1):
+		return append(b, "-Inf"...)
+	}
+	return strconv.AppendFloat(b, f, 'g', -1, 64)
+}
+
+func appendEscapedLabel(b []byte, v string) []byte {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '\\':
+			b = append(b, '\\', '\\')
+		case '"':
+			b = append(b, '\\', '"')
+		case '\n':
+			b = append(b, '\\', 'n')
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+func escapeHelp(h string) string {
+	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(h)
+}
+
+// constMetrics turns samples into client_golang const metrics.
+func constMetrics(b *Batch, ch chan<- prometheus.Metric) {
+	for _, s := range b.samples {
+		ch <- prometheus.MustNewConstMetric(s.s.fam.desc, s.s.fam.typ, s.v, s.s.values...)
+	}
+}
+
+// Counter is a monotonic counter a collector increments.
+type Counter struct{ v atomic.Uint64 }
+
+// Inc adds one.
+func (c *Counter) Inc() { c.v.Add(1) }
+
+// Value returns the count.
+func (c *Counter) Value() float64 { return float64(c.v.Load()) }

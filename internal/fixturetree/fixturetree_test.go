@@ -1,0 +1,29 @@
+package fixturetree
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestHCAs(t *testing.T) {
+	dst := t.TempDir()
+	if err := HCAs("../../collector/fixtures/sys", dst, 8); err != nil {
+		t.Fatal(err)
+	}
+	devs, _ := os.ReadDir(filepath.Join(dst, "class", "infiniband"))
+	if len(devs) != 8 {
+		t.Fatalf("devices = %d, want 8", len(devs))
+	}
+	b, err := os.ReadFile(filepath.Join(dst, "class", "infiniband", "mlx5_7", "ports", "1", "gid_attrs", "ndevs", "0"))
+	if err != nil || string(b) != "eth7\n" {
+		t.Errorf("mlx5_7 netdev = %q, %v", b, err)
+	}
+	if l, _ := os.Readlink(filepath.Join(dst, "class", "net", "eth7", "device", "driver")); filepath.Base(l) != "mlx5_core" {
+		t.Errorf("eth7 driver link = %q", l)
+	}
+	files, err := Files(dst)
+	if err != nil || len(files) != 8*(3+1+21+32) {
+		t.Errorf("files = %d, %v", len(files), err)
+	}
+}
