@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -91,6 +92,8 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.gzips.Put(gz)
 		}()
 		out = gz
+	} else {
+		header.Set("Content-Length", strconv.Itoa(buf.Len()))
 	}
 	if _, err := out.Write(buf.Bytes()); err != nil {
 		h.logger.Debug("writing response", "err", err)
