@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -54,11 +55,29 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// syncBuffer is a bytes.Buffer safe for the exec copier and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // startExporter runs the built binary and waits until it serves.
-func startExporter(t *testing.T, args ...string) (addr string, logs *bytes.Buffer) {
+func startExporter(t *testing.T, args ...string) (addr string, logs *syncBuffer) {
 	t.Helper()
 	addr = freeAddr(t)
-	logs = &bytes.Buffer{}
+	logs = &syncBuffer{}
 	cmd := exec.Command(binary, append([]string{"--web.listen-address=" + addr}, args...)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
