@@ -187,3 +187,25 @@ fabric_test_escape_info{a="y",z="x"} +Inf
 		t.Errorf("output does not parse: %v", err)
 	}
 }
+
+func TestOnceLogger(t *testing.T) {
+	var buf bytes.Buffer
+	o := NewOnceLogger(log.NewLogfmtLogger(&buf), 2)
+	o.Debug("a", "msg", "first")
+	o.Debug("a", "msg", "again")
+	if n := strings.Count(buf.String(), "msg="); n != 1 {
+		t.Errorf("logged %d times, want once:\n%s", n, buf.String())
+	}
+	o.Clear("a")
+	o.Debug("a", "msg", "after recovery")
+	if n := strings.Count(buf.String(), "msg="); n != 2 {
+		t.Errorf("after Clear: logged %d times, want 2", n)
+	}
+	// Beyond max keys every message is logged (nothing is remembered).
+	o.Debug("b", "msg", "b")
+	o.Debug("c", "msg", "c")
+	o.Debug("c", "msg", "c")
+	if n := strings.Count(buf.String(), "msg=c"); n != 2 {
+		t.Errorf("over the bound: %d lines for c, want 2", n)
+	}
+}

@@ -2,14 +2,14 @@ package collector
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 )
 
 const fixtureSys = "fixtures/sys"
@@ -71,30 +71,7 @@ func compare(t testing.TB, c Collector, want string, names ...string) {
 func copyTree(t testing.TB, src string) string {
 	t.Helper()
 	dst := t.TempDir()
-	err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		switch {
-		case fi.Mode()&os.ModeSymlink != 0:
-			l, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(l, target)
-		case fi.IsDir():
-			return os.MkdirAll(target, 0o755)
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(target, b, fi.Mode().Perm())
-		}
-	})
-	if err != nil {
+	if err := fixturetree.Copy(src, dst); err != nil {
 		t.Fatal(err)
 	}
 	return dst

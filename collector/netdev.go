@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -51,25 +50,26 @@ type netdevCollector struct {
 	opts   *Options
 	reader *sysReader
 	fams   map[string]*Family // statistics file -> family
-	ifs    map[string]*netIf
+	ifs    *classCache[*netIf]
 	buf    [maxAttrSize]byte
 
 	info, up, speed *Family
 }
 
 type netIf struct {
-	name, dir, target   string
+	name, dir           string
 	physical            bool
 	driver, pci, numa   string
-	stats               []ibCounter
+	stats               []counterFile
 	up, speed           *Series
 	operPath, speedPath string
 }
 
 func newNetdevCollector(env Env, o *Options) (Collector, error) {
+	reader := newSysReader()
 	c := &netdevCollector{
-		env: env, opts: o, reader: newSysReader(),
-		fams: map[string]*Family{}, ifs: map[string]*netIf{},
+		env: env, opts: o, reader: reader,
+		fams: map[string]*Family{}, ifs: newClassCache[*netIf](o.sysPath("class", "net"), reader),
 		info: NewFamily("fabric_netdev_info",
 			"Network interface metadata; rail is \"\" when the interface carries no rail, numa_node \"\" when unknown.",
 			prometheus.GaugeValue, "netdev", "operstate", "driver", "pci_bus_id", "numa_node", "rail"),
@@ -98,10 +98,7 @@ func (c *netdevCollector) Update(ctx context.Context, b *Batch) error {
 	}
 	seen := make(map[string]bool, len(names))
 	for _, name := range names {
-		ifc := c.iface(name)
-		if ifc == nil {
-			continue
-		}
+		ifc, _ := c.ifs.get(name, func(dir string) (*netIf, error) { return c.scanIface(name, dir), nil })
 		rail := railOfNetdev(rails, name)
 		f := c.opts.NetdevDevices
 		if rail == "" {
@@ -115,36 +112,17 @@ func (c *netdevCollector) Update(ctx context.Context, b *Batch) error {
 		}
 		seen[name] = true
 		if !c.collectIface(ifc, rail, b) {
-			c.drop(name)
+			c.ifs.drop(name)
 		}
 	}
-	for name := range c.ifs {
-		if !seen[name] {
-			c.drop(name)
-		}
-	}
+	c.ifs.keepOnly(seen)
 	return nil
 }
 
-func (c *netdevCollector) drop(name string) {
-	if ifc, ok := c.ifs[name]; ok {
-		c.reader.forgetPrefix(ifc.dir)
-		delete(c.ifs, name)
-	}
-}
-
-// iface returns the cached interface, rebuilt when its class link moved
-// (renamed or re-registered interface).
-func (c *netdevCollector) iface(name string) *netIf {
-	dir := filepath.Join(c.dir(), name)
-	target, _ := os.Readlink(dir)
-	if ifc, ok := c.ifs[name]; ok {
-		if ifc.target == target {
-			return ifc
-		}
-		c.drop(name)
-	}
-	ifc := &netIf{name: name, dir: dir, target: target, up: c.up.With(name), speed: c.speed.With(name),
+// scanIface reads an interface's static attributes and lists its
+// statistics files, once per registration (and rename).
+func (c *netdevCollector) scanIface(name, dir string) *netIf {
+	ifc := &netIf{name: name, dir: dir, up: c.up.With(name), speed: c.speed.With(name),
 		operPath: filepath.Join(dir, "operstate"), speedPath: filepath.Join(dir, "speed")}
 	if _, err := os.Lstat(filepath.Join(dir, "device")); err == nil {
 		ifc.physical = true
@@ -164,10 +142,9 @@ func (c *netdevCollector) iface(name string) *netIf {
 	}
 	for _, f := range files {
 		if fam, ok := c.fams[f]; ok {
-			ifc.stats = append(ifc.stats, ibCounter{path: filepath.Join(dir, "statistics", f), series: fam.With(name), scale: 1})
+			ifc.stats = append(ifc.stats, counterFile{path: filepath.Join(dir, "statistics", f), series: fam.With(name), scale: 1})
 		}
 	}
-	c.ifs[name] = ifc
 	return ifc
 }
 
@@ -178,7 +155,7 @@ func (c *netdevCollector) collectIface(ifc *netIf, rail string, b *Batch) bool {
 		if isGone(err) {
 			return false
 		}
-		c.readError(ifc.operPath, err)
+		skipValue(c.env, ifc.operPath, err)
 	}
 	b.AddWith(c.info, 1, ifc.name, oper, ifc.driver, ifc.pci, ifc.numa, rail)
 	if oper != "" {
@@ -189,34 +166,13 @@ func (c *netdevCollector) collectIface(ifc *netIf, rail string, b *Batch) bool {
 		if v, err := parseSysfsInt(raw); err == nil && v > 0 {
 			b.Add(ifc.speed, float64(v)*125000)
 		} else if err != nil && !errors.Is(err, errNotAvailable) {
-			c.readError(ifc.speedPath, err)
+			skipValue(c.env, ifc.speedPath, err)
 		}
 	} else if !isGone(err) {
-		c.readError(ifc.speedPath, err)
+		skipValue(c.env, ifc.speedPath, err)
 	}
-	for _, s := range ifc.stats {
-		raw, err := c.reader.read(s.path, c.buf[:])
-		if err != nil {
-			if isGone(err) {
-				return false
-			}
-			c.readError(s.path, err)
-			continue
-		}
-		v, err := parseSysfsUint(raw)
-		if err != nil {
-			c.readError(s.path, err)
-			continue
-		}
-		c.env.Once.Clear(s.path)
-		b.Add(s.series, float64(v))
+	if gone := addCounters(c.env, c.reader, c.buf[:], ifc.stats, b); gone > 0 && gone == len(ifc.stats) {
+		return false
 	}
 	return true
-}
-
-func (c *netdevCollector) readError(path string, err error) {
-	if !isNotAvailable(err) {
-		c.env.ReadErrors.Inc()
-	}
-	c.env.Once.Debug(path, "msg", "skipping value", "path", strings.TrimPrefix(path, c.opts.SysfsPath), "err", err)
 }

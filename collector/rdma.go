@@ -69,18 +69,11 @@ type rdmaCollector struct {
 	opts    *Options
 	rails   *Rails
 	reader  *sysReader
-	devices map[string]*ibDevice // by device name
-	names   map[string]bool      // dynamic family names this collector created
+	devices *classCache[*ibDevice]
+	names   map[string]bool // dynamic family names this collector created
 	buf     [maxAttrSize]byte
 
 	portInfo, portUp, portRate, deviceInfo, lifespan, railInfo, railPresent *Family
-}
-
-// ibCounter is one counter file and the series it feeds.
-type ibCounter struct {
-	path   string
-	series *Series
-	scale  float64
 }
 
 type ibPort struct {
@@ -88,23 +81,24 @@ type ibPort struct {
 	linkLayer string // static per registration
 	numInt    int
 	dir       string
-	counters  []ibCounter
+	counters  []counterFile
 	up, rate  *Series
 	// attribute paths read on every scrape
 	statePath, physPath, ratePath string
 }
 
 type ibDevice struct {
-	name, dir, target string
-	info              *Series // fabric_rdma_device_info
-	ports             []*ibPort
+	name, dir string
+	info      *Series // fabric_rdma_device_info
+	ports     []*ibPort
 }
 
 func newRDMACollector(env Env, o *Options) (Collector, error) {
 	gauge := prometheus.GaugeValue
+	reader := newSysReader()
 	c := &rdmaCollector{
-		env: env, opts: o, rails: o.Rails, reader: newSysReader(),
-		devices: map[string]*ibDevice{}, names: map[string]bool{},
+		env: env, opts: o, rails: o.Rails, reader: reader,
+		devices: newClassCache[*ibDevice](o.sysPath("class", "infiniband"), reader), names: map[string]bool{},
 		portInfo: NewFamily("fabric_rdma_port_info",
 			"RDMA port metadata: netdev from gid_attrs/ndevs/0 (or the PCI function's net/), link layer (Ethernet = RoCE), state, physical state and the rail it carries (\"\" for none).",
 			gauge, "device", "port", "netdev", "link_layer", "state", "phys_state", "rail"),
@@ -146,54 +140,26 @@ func (c *rdmaCollector) Update(ctx context.Context, b *Batch) error {
 			continue
 		}
 		seen[name] = true
-		dev := c.device(name)
-		if dev == nil {
+		dev, err := c.devices.get(name, func(dir string) (*ibDevice, error) { return c.scanDevice(name, dir) })
+		if err != nil {
+			c.env.ReadErrors.Inc()
+			c.env.Once.Debug("scan:"+name, "msg", "skipping RDMA device", "device", name, "err", err)
 			continue
 		}
+		c.env.Once.Clear("scan:" + name)
 		if !c.collectDevice(dev, rails, b) {
 			// The device went away mid-read; rebuild it next scrape.
-			c.drop(name)
+			c.devices.drop(name)
 		}
 	}
-	for name := range c.devices {
-		if !seen[name] {
-			c.drop(name)
-		}
-	}
+	c.devices.keepOnly(seen)
 	return nil
 }
 
-func (c *rdmaCollector) drop(name string) {
-	if d, ok := c.devices[name]; ok {
-		c.reader.forgetPrefix(d.dir)
-		delete(c.devices, name)
-	}
-}
-
-// device returns the cached structure of a device, rebuilding it when the
-// class link points somewhere else (device re-registered or renamed).
-func (c *rdmaCollector) device(name string) *ibDevice {
-	dir := filepath.Join(c.dir(), name)
-	target, _ := os.Readlink(dir)
-	if d, ok := c.devices[name]; ok {
-		if d.target == target {
-			return d
-		}
-		c.drop(name)
-	}
-	d, err := c.scanDevice(name, dir, target)
-	if err != nil {
-		c.env.ReadErrors.Inc()
-		c.env.Once.Debug("scan:"+name, "msg", "skipping RDMA device", "device", name, "err", err)
-		return nil
-	}
-	c.env.Once.Clear("scan:" + name)
-	c.devices[name] = d
-	return d
-}
-
-func (c *rdmaCollector) scanDevice(name, dir, target string) (*ibDevice, error) {
-	d := &ibDevice{name: name, dir: dir, target: target}
+// scanDevice reads a device's static attributes and lists its ports and
+// counter files, once per registration.
+func (c *rdmaCollector) scanDevice(name, dir string) (*ibDevice, error) {
+	d := &ibDevice{name: name, dir: dir}
 	str := func(file string) string {
 		s, err := c.reader.readString(filepath.Join(dir, file))
 		if err != nil {
@@ -234,10 +200,10 @@ func (c *rdmaCollector) scanDevice(name, dir, target string) (*ibDevice, error) 
 }
 
 // scanCounters lists the counter files of a port once per registration.
-func (c *rdmaCollector) scanCounters(portDir, dev, port string) []ibCounter {
-	byMetric := map[string]ibCounter{}
+func (c *rdmaCollector) scanCounters(portDir, dev, port string) []counterFile {
+	byMetric := map[string]counterFile{}
 	var order []string
-	add := func(key string, ctr ibCounter) {
+	add := func(key string, ctr counterFile) {
 		if _, ok := byMetric[key]; !ok {
 			order = append(order, key)
 		}
@@ -257,7 +223,7 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port string) []ibCounter {
 		if fam == nil {
 			continue
 		}
-		add(fam.name, ibCounter{path: filepath.Join(portDir, "counters", f), series: fam.With(dev, port), scale: pc.scale})
+		add(fam.name, counterFile{path: filepath.Join(portDir, "counters", f), series: fam.With(dev, port), scale: pc.scale})
 	}
 	ext, _ := listDir(filepath.Join(portDir, "counters_ext"), true)
 	for _, f := range ext {
@@ -270,13 +236,13 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port string) []ibCounter {
 		if fam == nil {
 			continue
 		}
-		add(fam.name, ibCounter{path: filepath.Join(portDir, "counters_ext", f), series: fam.With(dev, port), scale: pc.scale})
+		add(fam.name, counterFile{path: filepath.Join(portDir, "counters_ext", f), series: fam.With(dev, port), scale: pc.scale})
 	}
 	hw, _ := listDir(filepath.Join(portDir, "hw_counters"), true)
 	for _, f := range hw {
 		path := filepath.Join(portDir, "hw_counters", f)
 		if f == "lifespan" {
-			add(c.lifespan.name, ibCounter{path: path, series: c.lifespan.With(dev, port), scale: 0.001})
+			add(c.lifespan.name, counterFile{path: path, series: c.lifespan.With(dev, port), scale: 0.001})
 			continue
 		}
 		s := sanitizeName(f)
@@ -287,9 +253,9 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port string) []ibCounter {
 		if fam == nil {
 			continue
 		}
-		add(fam.name, ibCounter{path: path, series: fam.With(dev, port), scale: 1})
+		add(fam.name, counterFile{path: path, series: fam.With(dev, port), scale: 1})
 	}
-	out := make([]ibCounter, 0, len(order))
+	out := make([]counterFile, 0, len(order))
 	for _, k := range order {
 		out = append(out, byMetric[k])
 	}
@@ -326,28 +292,10 @@ func (c *rdmaCollector) collectDevice(d *ibDevice, rails []Rail, b *Batch) bool 
 			if v, err := parseRate(string(rs)); err == nil {
 				b.Add(p.rate, v)
 			} else {
-				c.readError(p.ratePath, err)
+				skipValue(c.env, p.ratePath, err)
 			}
 		}
-		gone := 0
-		for _, ctr := range p.counters {
-			raw, err := c.reader.read(ctr.path, c.buf[:])
-			if err != nil {
-				if isGone(err) {
-					gone++
-					continue
-				}
-				c.readError(ctr.path, err)
-				continue
-			}
-			v, err := parseSysfsUint(raw)
-			if err != nil {
-				c.readError(ctr.path, err)
-				continue
-			}
-			c.env.Once.Clear(ctr.path)
-			b.Add(ctr.series, float64(v)*ctr.scale)
-		}
+		gone := addCounters(c.env, c.reader, c.buf[:], p.counters, b)
 		if gone > 0 && gone == len(p.counters) {
 			return false
 		}
@@ -359,26 +307,16 @@ func (c *rdmaCollector) readState(path string) (int, string, error) {
 	b, err := c.reader.read(path, c.buf[:])
 	if err != nil {
 		if !isGone(err) {
-			c.readError(path, err)
+			skipValue(c.env, path, err)
 		}
 		return 0, "", err
 	}
 	id, name, err := parseState(string(b))
 	if err != nil {
-		c.readError(path, err)
+		skipValue(c.env, path, err)
 		return 0, "", err
 	}
 	return id, name, nil
-}
-
-// readError records a value that was skipped. Values the driver reports as
-// not available ("N/A (no PMA)", EINVAL, empty) are expected and only logged;
-// garbage and read failures also count in fabric_scrape_read_errors_total.
-func (c *rdmaCollector) readError(path string, err error) {
-	if !isNotAvailable(err) {
-		c.env.ReadErrors.Inc()
-	}
-	c.env.Once.Debug(path, "msg", "skipping value", "path", path, "err", err)
 }
 
 func b2f(b bool) float64 {

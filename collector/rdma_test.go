@@ -212,7 +212,7 @@ func TestRDMADeviceRemovedAndRestored(t *testing.T) {
 	if n := count(); n != 3 {
 		t.Fatalf("series with mlx5_3 removed = %d, want 3", n)
 	}
-	if _, ok := c.devices["mlx5_3"]; ok {
+	if c.devices.has("mlx5_3") {
 		t.Error("removed device still cached")
 	}
 	if err := os.Symlink(target, link); err != nil {

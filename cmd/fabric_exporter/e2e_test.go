@@ -76,6 +76,18 @@ func (s *syncBuffer) String() string {
 // startExporter runs the built binary and waits until it serves.
 func startExporter(t *testing.T, args ...string) (addr string, logs *syncBuffer) {
 	t.Helper()
+	return startExporterWith(t, func(addr string) bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}, args...)
+}
+
+// startExporterWith runs the binary and waits until ready(addr) is true.
+func startExporterWith(t *testing.T, ready func(addr string) bool, args ...string) (addr string, logs *syncBuffer) {
+	t.Helper()
 	addr = freeAddr(t)
 	logs = &syncBuffer{}
 	cmd := exec.Command(binary, append([]string{"--web.listen-address=" + addr}, args...)...)
@@ -92,8 +104,7 @@ func startExporter(t *testing.T, args ...string) (addr string, logs *syncBuffer)
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
-			resp.Body.Close()
+		if ready(addr) {
 			return addr, logs
 		}
 		time.Sleep(50 * time.Millisecond)
