@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,15 +49,20 @@ type Spec struct {
 	Name    string
 	Default bool
 	Help    string
-	New     func(env Env, o *Options) (Collector, error)
+	// Flags registers the collector's --collector.<name>.* flags, bound to
+	// its part of Options (optional).
+	Flags func(app *kingpin.Application, o *Options)
+	// New builds the collector. It must not fail because hardware is
+	// absent; it may fail on bad configuration.
+	New func(env Env, o *Options) (Collector, error)
 }
 
 // Specs is the table of all collectors, sorted by name. cmd/fabric_exporter
 // generates --[no-]collector.<name> flags from it.
 var Specs = []Spec{
-	{Name: "netdev", Default: true, Help: "Network interface statistics, link state and speed from sysfs class/net (rail netdevs and physical NICs).", New: newNetdevCollector},
-	{Name: "pfc", Default: true, Help: "PFC and pause counters, pause storms, PHY discards and vport RDMA bytes from ethtool -S of rail netdevs.", New: newPFCCollector},
-	{Name: "rdma", Default: true, Help: "RDMA ports: counters, every hw_counter, link state, rate, device info and rails from sysfs class/infiniband.", New: newRDMACollector},
+	{Name: "netdev", Default: true, Help: "Network interface statistics, link state and speed from sysfs class/net (rail netdevs and physical NICs).", Flags: netdevFlags, New: newNetdevCollector},
+	{Name: "pfc", Default: true, Help: "PFC and pause counters, pause storms, PHY discards and vport RDMA bytes from ethtool -S of rail netdevs.", Flags: pfcFlags, New: newPFCCollector},
+	{Name: "rdma", Default: true, Help: "RDMA ports: counters, every hw_counter, link state, rate, device info and rails from sysfs class/infiniband.", Flags: rdmaFlags, New: newRDMACollector},
 }
 
 // SpecByName returns the table row of a collector.

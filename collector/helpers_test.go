@@ -52,7 +52,7 @@ func fixtureOptions(t testing.TB, sysfs string, rails ...string) *Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Options{SysfsPath: sysfs, Rails: rs, Ethtool: FileEthtool{Dir: "fixtures/ethtool"}}
+	return &Options{SysfsPath: sysfs, Rails: rs, PFC: PFCOptions{EthtoolFixtures: "fixtures/ethtool"}}
 }
 
 // compare runs c once and compares the named metrics with want.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -51,6 +52,7 @@ type netdevCollector struct {
 	reader *sysReader
 	fams   map[string]*Family // statistics file -> family
 	ifs    *classCache[*netIf]
+	filter Filter
 	buf    [maxAttrSize]byte
 
 	info, up, speed *Family
@@ -65,11 +67,25 @@ type netIf struct {
 	operPath, speedPath string
 }
 
+// NetdevOptions configures the netdev collector.
+type NetdevOptions struct {
+	DeviceInclude, DeviceExclude string
+}
+
+func netdevFlags(app *kingpin.Application, o *Options) {
+	app.Flag("collector.netdev.device-include", "Regexp of network interfaces to include besides rail netdevs (default: every physical NIC).").PlaceHolder("REGEXP").StringVar(&o.Netdev.DeviceInclude)
+	app.Flag("collector.netdev.device-exclude", "Regexp of non-rail network interfaces to exclude.").PlaceHolder("REGEXP").StringVar(&o.Netdev.DeviceExclude)
+}
+
 func newNetdevCollector(env Env, o *Options) (Collector, error) {
+	filter, err := NewFilter(o.Netdev.DeviceInclude, o.Netdev.DeviceExclude)
+	if err != nil {
+		return nil, fmt.Errorf("--collector.netdev.%w", err)
+	}
 	reader := newSysReader()
 	c := &netdevCollector{
 		env: env, opts: o, reader: reader,
-		fams: map[string]*Family{}, ifs: newClassCache[*netIf](o.sysPath("class", "net"), reader),
+		fams: map[string]*Family{}, ifs: newClassCache[*netIf](o.sysPath("class", "net"), reader), filter: filter,
 		info: NewFamily("fabric_netdev_info",
 			"Network interface metadata; rail is \"\" when the interface carries no rail, numa_node \"\" when unknown.",
 			prometheus.GaugeValue, "netdev", "operstate", "driver", "pci_bus_id", "numa_node", "rail"),
@@ -100,7 +116,7 @@ func (c *netdevCollector) Update(ctx context.Context, b *Batch) error {
 	for _, name := range names {
 		ifc, _ := c.ifs.get(name, func(dir string) (*netIf, error) { return c.scanIface(name, dir), nil })
 		rail := railOfNetdev(rails, name)
-		f := c.opts.NetdevDevices
+		f := c.filter
 		if rail == "" {
 			if f.HasInclude() {
 				if f.Ignored(name) {

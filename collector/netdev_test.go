@@ -58,10 +58,7 @@ fabric_netdev_received_missed_errors_total{netdev="eth3"} 12
 // Rail netdevs are always collected, even when the filter excludes them.
 func TestNetdevFilterKeepsRails(t *testing.T) {
 	o := fixtureOptions(t, fixtureSys)
-	var err error
-	if o.NetdevDevices, err = NewFilter("", "eth.*"); err != nil {
-		t.Fatal(err)
-	}
+	o.Netdev.DeviceExclude = "eth.*"
 	c := newTestNetdev(t, o)
 	compare(t, c, `
 # HELP fabric_netdev_up 1 if the interface's operstate is up, else 0.
@@ -70,9 +67,7 @@ fabric_netdev_up{netdev="eth0"} 1
 fabric_netdev_up{netdev="eth3"} 1
 `, "fabric_netdev_up")
 	// An include pattern may select virtual interfaces too.
-	if o.NetdevDevices, err = NewFilter("lo|eth1", ""); err != nil {
-		t.Fatal(err)
-	}
+	o.Netdev = NetdevOptions{DeviceInclude: "lo|eth1"}
 	c = newTestNetdev(t, o)
 	if n := testutil.CollectAndCount(updater{c: c}, "fabric_netdev_info"); n != 4 {
 		t.Errorf("interfaces with include lo|eth1 = %d, want 4 (lo, eth1 and the two rail netdevs)", n)

@@ -19,15 +19,13 @@ type Options struct {
 	ProcfsPath string // --path.procfs, default /proc
 	RootfsPath string // --path.rootfs, default /
 
-	RDMADevices   Filter // --collector.rdma.device-include|exclude
-	NetdevDevices Filter // --collector.netdev.device-include|exclude
-
 	// Rails resolves rail names to RDMA ports and netdevs.
 	Rails *Rails
 
-	// Ethtool reads `ethtool -S` statistics. Nil means the ioctl
-	// implementation (safchain/ethtool), opened once on first use.
-	Ethtool EthtoolSource
+	// Per-collector settings, filled by the flags each Spec registers.
+	RDMA   RDMAOptions
+	Netdev NetdevOptions
+	PFC    PFCOptions
 
 	// ScrapeTimeout bounds one scrape's collectors (0 = none).
 	ScrapeTimeout time.Duration

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -97,9 +98,26 @@ type pfcCollector struct {
 	phyDiscards, outOfBuffer, linkDown, vportRDMA, prioEnabled *Family
 }
 
+// PFCOptions configures the pfc collector.
+type PFCOptions struct {
+	// EthtoolFixtures, when set, is a directory of `ethtool -S` dumps
+	// (DIR/<netdev>) read instead of the ioctl.
+	EthtoolFixtures string
+	// Ethtool overrides the statistics source (tests).
+	Ethtool EthtoolSource
+}
+
+func pfcFlags(app *kingpin.Application, o *Options) {
+	app.Flag("collector.pfc.ethtool-fixtures", "Read `ethtool -S` output from DIR/<netdev> files instead of the ethtool ioctl (demos and tests).").PlaceHolder("DIR").StringVar(&o.PFC.EthtoolFixtures)
+}
+
 func newPFCCollector(env Env, o *Options) (Collector, error) {
-	src := o.Ethtool
-	if src == nil {
+	src := o.PFC.Ethtool
+	switch {
+	case src != nil:
+	case o.PFC.EthtoolFixtures != "":
+		src = FileEthtool{Dir: o.PFC.EthtoolFixtures}
+	default:
 		src = NewIoctlEthtool()
 	}
 	nd := func(name, help string, labels ...string) *Family {

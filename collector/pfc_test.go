@@ -93,7 +93,7 @@ func TestPFCErrorIsolationAndReconfiguration(t *testing.T) {
 	eth0, _ := FileEthtool{Dir: "fixtures/ethtool"}.Stats("eth0")
 	fake := &fakeEthtool{stats: map[string]map[string]uint64{"eth0": eth0}, errs: map[string]error{"eth3": syscall.EIO}}
 	o := fixtureOptions(t, fixtureSys)
-	o.Ethtool = fake
+	o.PFC.Ethtool = fake
 	c, errs := newTestPFC(t, o)
 	compare(t, c, `
 # HELP fabric_pfc_pause_transitions_total Transitions between paused and unpaused for received pause (rx_*_pause_transition).

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -71,6 +72,7 @@ type rdmaCollector struct {
 	reader  *sysReader
 	devices *classCache[*ibDevice]
 	names   map[string]bool // dynamic family names this collector created
+	filter  Filter
 	buf     [maxAttrSize]byte
 
 	portInfo, portUp, portRate, deviceInfo, lifespan, railInfo, railPresent *Family
@@ -93,12 +95,26 @@ type ibDevice struct {
 	ports     []*ibPort
 }
 
+// RDMAOptions configures the rdma collector.
+type RDMAOptions struct {
+	DeviceInclude, DeviceExclude string
+}
+
+func rdmaFlags(app *kingpin.Application, o *Options) {
+	app.Flag("collector.rdma.device-include", "Regexp of RDMA devices to include (mutually exclusive with device-exclude).").PlaceHolder("REGEXP").StringVar(&o.RDMA.DeviceInclude)
+	app.Flag("collector.rdma.device-exclude", "Regexp of RDMA devices to exclude.").PlaceHolder("REGEXP").StringVar(&o.RDMA.DeviceExclude)
+}
+
 func newRDMACollector(env Env, o *Options) (Collector, error) {
+	filter, err := NewFilter(o.RDMA.DeviceInclude, o.RDMA.DeviceExclude)
+	if err != nil {
+		return nil, fmt.Errorf("--collector.rdma.%w", err)
+	}
 	gauge := prometheus.GaugeValue
 	reader := newSysReader()
 	c := &rdmaCollector{
 		env: env, opts: o, rails: o.Rails, reader: reader,
-		devices: newClassCache[*ibDevice](o.sysPath("class", "infiniband"), reader), names: map[string]bool{},
+		devices: newClassCache[*ibDevice](o.sysPath("class", "infiniband"), reader), names: map[string]bool{}, filter: filter,
 		portInfo: NewFamily("fabric_rdma_port_info",
 			"RDMA port metadata: netdev from gid_attrs/ndevs/0 (or the PCI function's net/), link layer (Ethernet = RoCE), state, physical state and the rail it carries (\"\" for none).",
 			gauge, "device", "port", "netdev", "link_layer", "state", "phys_state", "rail"),
@@ -136,7 +152,7 @@ func (c *rdmaCollector) Update(ctx context.Context, b *Batch) error {
 	}
 	seen := make(map[string]bool, len(names))
 	for _, name := range names {
-		if c.opts.RDMADevices.Ignored(name) {
+		if c.filter.Ignored(name) {
 			continue
 		}
 		seen[name] = true

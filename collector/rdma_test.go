@@ -260,10 +260,7 @@ func mustWriteInPlace(t testing.TB, path, content string) {
 
 func TestRDMADeviceFilter(t *testing.T) {
 	o := fixtureOptions(t, fixtureSys)
-	var err error
-	if o.RDMADevices, err = NewFilter("mlx5_.*", ""); err != nil {
-		t.Fatal(err)
-	}
+	o.RDMA.DeviceInclude = "mlx5_.*"
 	c, _ := newTestRDMA(t, o)
 	if n := testutil.CollectAndCount(updater{c: c}, "fabric_rdma_device_info"); n != 2 {
 		t.Errorf("devices with include mlx5_.* = %d, want 2", n)

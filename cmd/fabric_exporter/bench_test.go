@@ -23,8 +23,8 @@ func benchServer(b *testing.B, hcas int, names ...string) http.Handler {
 	if err := fixturetree.HCAs(fixtureSys, sys, hcas); err != nil {
 		b.Fatal(err)
 	}
-	opts, err := buildOptions(sys, "/proc", "/", nil, "", "", "", "", fixtureEth)
-	if err != nil {
+	opts := &collector.Options{PFC: collector.PFCOptions{EthtoolFixtures: fixtureEth}}
+	if err := setupOptions(opts, sys, "/proc", "/", nil); err != nil {
 		b.Fatal(err)
 	}
 	exp, err := collector.NewExporter(names, opts, log.NewNopLogger())

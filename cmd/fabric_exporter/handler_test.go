@@ -16,8 +16,8 @@ import (
 
 func testHandler(t *testing.T, maxRequests int) *metricsHandler {
 	t.Helper()
-	opts, err := buildOptions(fixtureSys, "/proc", "/", nil, "", "", "", "", fixtureEth)
-	if err != nil {
+	opts := &collector.Options{PFC: collector.PFCOptions{EthtoolFixtures: fixtureEth}}
+	if err := setupOptions(opts, fixtureSys, "/proc", "/", nil); err != nil {
 		t.Fatal(err)
 	}
 	exp, err := collector.NewExporter([]string{"rdma"}, opts, log.NewNopLogger())

@@ -38,11 +38,6 @@ func run(args []string) int {
 		procfs        = app.Flag("path.procfs", "procfs mount point.").Default("/proc").String()
 		rootfs        = app.Flag("path.rootfs", "Root filesystem mount point.").Default("/").String()
 		rails         = app.Flag("rail", "A rail as NAME=DEVICE[:PORT] (repeatable), e.g. --rail=rail0=mlx5_0:1. Default: one rail per Ethernet-link-layer RDMA port, named after its device.").PlaceHolder("NAME=DEVICE[:PORT]").Strings()
-		rdmaInclude   = app.Flag("collector.rdma.device-include", "Regexp of RDMA devices to include (mutually exclusive with device-exclude).").String()
-		rdmaExclude   = app.Flag("collector.rdma.device-exclude", "Regexp of RDMA devices to exclude.").String()
-		netdevInclude = app.Flag("collector.netdev.device-include", "Regexp of network interfaces to include besides rail netdevs (default: every physical NIC).").String()
-		netdevExclude = app.Flag("collector.netdev.device-exclude", "Regexp of non-rail network interfaces to exclude.").String()
-		ethtoolDir    = app.Flag("collector.pfc.ethtool-fixtures", "Read `ethtool -S` output from DIR/<netdev> files instead of the ethtool ioctl (demos and tests).").PlaceHolder("DIR").String()
 		disableDef    = app.Flag("collector.disable-defaults", "Disable every collector that is not explicitly enabled.").Default("false").Bool()
 		metricsPath   = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		noExpMetrics  = app.Flag("web.disable-exporter-metrics", "Exclude metrics about the exporter itself (go_*, process_*, fabric_exporter_build_info).").Bool()
@@ -52,9 +47,13 @@ func run(args []string) int {
 		logLevel      = app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").Enum("debug", "info", "warn", "error")
 		logFormat     = app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").Enum("logfmt", "json")
 	)
+	opts := &collector.Options{}
 	enabled := map[string]*bool{}
 	explicit := map[string]bool{}
 	for _, s := range collector.Specs {
+		if s.Flags != nil {
+			s.Flags(app, opts)
+		}
 		state := "enabled"
 		if !s.Default {
 			state = "disabled"
@@ -88,8 +87,7 @@ func run(args []string) int {
 		}
 	}
 
-	opts, err := buildOptions(*sysfs, *procfs, *rootfs, *rails, *rdmaInclude, *rdmaExclude, *netdevInclude, *netdevExclude, *ethtoolDir)
-	if err != nil {
+	if err := setupOptions(opts, *sysfs, *procfs, *rootfs, *rails); err != nil {
 		level.Error(logger).Log("msg", "invalid configuration", "err", err)
 		return 1
 	}
@@ -121,30 +119,22 @@ func run(args []string) int {
 	return 0
 }
 
-func buildOptions(sysfs, procfs, rootfs string, rails []string, rdmaInc, rdmaExc, ndInc, ndExc, ethtoolDir string) (*collector.Options, error) {
-	o := &collector.Options{SysfsPath: sysfs, ProcfsPath: procfs, RootfsPath: rootfs}
-	var err error
-	if o.RDMADevices, err = collector.NewFilter(rdmaInc, rdmaExc); err != nil {
-		return nil, fmt.Errorf("--collector.rdma.%w", err)
-	}
-	if o.NetdevDevices, err = collector.NewFilter(ndInc, ndExc); err != nil {
-		return nil, fmt.Errorf("--collector.netdev.%w", err)
-	}
+// setupOptions fills the core options and resolves the rails.
+func setupOptions(o *collector.Options, sysfs, procfs, rootfs string, rails []string) error {
+	o.SysfsPath, o.ProcfsPath, o.RootfsPath = sysfs, procfs, rootfs
 	var cfgs []collector.RailConfig
 	for _, r := range rails {
 		rc, err := collector.ParseRail(r)
 		if err != nil {
-			return nil, fmt.Errorf("--rail: %w", err)
+			return fmt.Errorf("--rail: %w", err)
 		}
 		cfgs = append(cfgs, rc)
 	}
+	var err error
 	if o.Rails, err = collector.NewRails(sysfs, cfgs); err != nil {
-		return nil, fmt.Errorf("--rail: %w", err)
+		return fmt.Errorf("--rail: %w", err)
 	}
-	if ethtoolDir != "" {
-		o.Ethtool = collector.FileEthtool{Dir: ethtoolDir}
-	}
-	return o, nil
+	return nil
 }
 
 func newLogger(lvl, format string) log.Logger {
