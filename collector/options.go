@@ -23,6 +23,7 @@ type Options struct {
 	Rails *Rails
 
 	// Per-collector settings, filled by the flags each Spec registers.
+	GPU    GPUOptions
 	RDMA   RDMAOptions
 	Netdev NetdevOptions
 	PFC    PFCOptions

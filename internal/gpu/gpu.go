@@ -1,0 +1,108 @@
+// Package gpu holds the types shared by the gpu collector and its NVML/DCGM
+// backends. It has no cgo: the cgo code lives in package nvidia alone, and
+// the collector tests use fakes of Backend.
+package gpu
+
+import (
+	"errors"
+	"time"
+)
+
+// Field is one GPU activity measurement, in base units.
+type Field int
+
+// The fields, in DCGM profiling field order (1001-1005, 1009, 1010).
+const (
+	GraphicsEngineActive Field = iota // DCGM 1001 / GPM GRAPHICS_UTIL, ratio
+	SMActive                          // 1002 / SM_UTIL, ratio
+	SMOccupancy                       // 1003 / SM_OCCUPANCY, ratio
+	TensorActive                      // 1004 / ANY_TENSOR_UTIL, ratio
+	DRAMActive                        // 1005 / DRAM_BW_UTIL, ratio
+	PCIeTransmitted                   // 1009 / PCIE_TX_PER_SEC, bytes/s
+	PCIeReceived                      // 1010 / PCIE_RX_PER_SEC, bytes/s
+	NumFields
+)
+
+// Names are the field label values of fabric_gpu_field_supported.
+var Names = [NumFields]string{"graphics_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active", "pcie_transmitted", "pcie_received"}
+
+// Value is a sample and when it was taken.
+type Value struct {
+	V  float64
+	At time.Time
+}
+
+// Support says whether a backend can deliver a field for a GPU.
+type Support int8
+
+// Support states.
+const (
+	Unknown Support = iota
+	Supported
+	Unsupported
+)
+
+// Device is one GPU as its backend sees it.
+type Device struct {
+	Index    int
+	UUID     string
+	Name     string
+	PCIBusID string // sysfs form: 0000:18:00.0
+	// Values holds the latest sample of each field; a field with no
+	// current sample (blank, unsupported, not yet sampled) has At zero.
+	Values  [NumFields]Value
+	Support [NumFields]Support
+	// Utilization is NVML's utilization.gpu (ratio) when known.
+	Utilization *Value
+	// PIDs of compute processes, in the driver's (host) PID namespace.
+	PIDs []uint32
+}
+
+// Snapshot is what one scrape reads. Backends build it in the background,
+// so reading it never waits for the GPU.
+type Snapshot struct {
+	Source        string // "dcgm", "nvml_gpm" or "nvml"
+	DriverVersion string
+	Devices       []Device
+	// DCGMUp is set when DCGM is the source: whether the host engine is
+	// connected now.
+	DCGMUp *bool
+	// Interval is the sampling period; values older than a few periods are
+	// stale.
+	Interval time.Duration
+}
+
+// Backend delivers GPU snapshots.
+type Backend interface {
+	Snapshot() (Snapshot, error)
+	Close() error
+}
+
+// Options select and configure a backend.
+type Options struct {
+	Source       string        // auto, dcgm or nvml
+	DCGMAddress  string        // host:port of nv-hostengine
+	DCGMEmbedded bool          // run the host engine inside the exporter
+	Interval     time.Duration // sampling period (GPM window, DCGM update period)
+	Logf         func(level, msg string, kv ...any)
+}
+
+// ErrNotBuilt is returned when the binary was built without GPU support.
+var ErrNotBuilt = errors.New("built without GPU support (CGO_ENABLED=0 or -tags nogpu)")
+
+// ErrNoGPU is returned when no NVIDIA driver or GPU is present.
+var ErrNoGPU = errors.New("no NVIDIA GPU or driver")
+
+// BusIDFromNVML turns NVML's "00000000:18:00.0" into sysfs' "0000:18:00.0".
+func BusIDFromNVML(s string) string {
+	if len(s) == 16 && s[8] == ':' { // 8-digit domain
+		s = s[4:]
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'F' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
+}
