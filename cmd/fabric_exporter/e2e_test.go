@@ -23,6 +23,7 @@ const (
 	goldenPath = "../../collector/fixtures/e2e-output.txt"
 	fixtureSys = "../../collector/fixtures/sys"
 	fixtureEth = "../../collector/fixtures/ethtool"
+	fixtureGPU = "../../collector/fixtures/gpu/dcgm-8gpu.json"
 )
 
 var binary string
@@ -147,7 +148,8 @@ func stable(metrics string) string {
 // the output against the golden file; `go test ./cmd/fabric_exporter -update`
 // rewrites it. promtool (Debian's prometheus package) lints the scrape.
 func TestEndToEnd(t *testing.T) {
-	addr, logs := startExporter(t, "--path.sysfs="+fixtureSys, "--collector.pfc.ethtool-fixtures="+fixtureEth)
+	addr, logs := startExporter(t, "--path.sysfs="+fixtureSys, "--collector.pfc.ethtool-fixtures="+fixtureEth,
+		"--collector.gpu.fixture="+fixtureGPU)
 	raw := get(t, "http://"+addr+"/metrics")
 	got := stable(raw)
 	if *update {

@@ -103,10 +103,11 @@ func (r *realDCGM) Close() {
 // interval and reconnects with bounded backoff when the host engine goes
 // away. While disconnected it publishes no values (never stale ones).
 type dcgmPoller struct {
-	api      dcgmAPI
-	interval time.Duration
-	logf     func(level, msg string, kv ...any)
-	fields   []dcgm.Short
+	api                    dcgmAPI
+	interval               time.Duration
+	minBackoff, maxBackoff time.Duration
+	logf                   func(level, msg string, kv ...any)
+	fields                 []dcgm.Short
 
 	mu     sync.Mutex
 	up     bool
@@ -130,7 +131,7 @@ const (
 )
 
 func startDCGM(api dcgmAPI, interval time.Duration, logf func(string, string, ...any)) *dcgmPoller {
-	p := &dcgmPoller{api: api, interval: interval, logf: logf, fields: dcgmFields[:],
+	p := &dcgmPoller{api: api, interval: interval, logf: logf, fields: dcgmFields[:], minBackoff: minBackoff, maxBackoff: maxBackoff,
 		values: map[string]*dcgmGPU{}, quit: make(chan struct{}), done: make(chan struct{})}
 	connected := p.connect()
 	go p.loop(connected)
@@ -154,7 +155,7 @@ func (p *dcgmPoller) connect() bool {
 
 func (p *dcgmPoller) loop(connected bool) {
 	defer close(p.done)
-	backoff := minBackoff
+	backoff := p.minBackoff
 	wait := p.interval
 	if !connected {
 		wait = backoff
@@ -170,9 +171,9 @@ func (p *dcgmPoller) loop(connected bool) {
 		}
 		if !connected {
 			if connected = p.connect(); connected {
-				backoff, wait = minBackoff, p.interval
+				backoff, wait = p.minBackoff, p.interval
 			} else {
-				backoff = min(backoff*2, maxBackoff)
+				backoff = min(backoff*2, p.maxBackoff)
 				wait = backoff
 			}
 			continue

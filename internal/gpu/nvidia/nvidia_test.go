@@ -1,0 +1,318 @@
+//go:build cgo && !nogpu
+
+package nvidia
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-dcgm/pkg/dcgm"
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/gpu"
+)
+
+func nopLog(string, string, ...any) {}
+
+func busID(s string) (b [32]int8) {
+	for i := range s {
+		b[i] = int8(s[i])
+	}
+	return b
+}
+
+// fakeNVML builds a mock NVML with n GPUs; gpm says whether they support
+// GPM; lost[i] makes GPU i answer "GPU is lost".
+type fakeNVML struct {
+	mu      sync.Mutex
+	lost    map[int]bool
+	metrics func(*nvml.GpmMetricsGetType) nvml.Return
+}
+
+func (f *fakeNVML) lib(n int, gpm bool, initRet nvml.Return) *mock.Interface {
+	devs := make([]*mock.Device, n)
+	for i := range devs {
+		i := i
+		ret := func() nvml.Return {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.lost[i] {
+				return nvml.ERROR_GPU_IS_LOST
+			}
+			return nvml.SUCCESS
+		}
+		devs[i] = &mock.Device{
+			GetUUIDFunc: func() (string, nvml.Return) { return "GPU-" + string(rune('a'+i)), nvml.SUCCESS },
+			GetNameFunc: func() (string, nvml.Return) { return "NVIDIA H200", nvml.SUCCESS },
+			GetPciInfoFunc: func() (nvml.PciInfo, nvml.Return) {
+				return nvml.PciInfo{BusId: busID("00000000:1A:00.0")}, nvml.SUCCESS
+			},
+			GpmQueryDeviceSupportFunc: func() (nvml.GpmSupport, nvml.Return) {
+				if gpm {
+					return nvml.GpmSupport{IsSupportedDevice: 1}, nvml.SUCCESS
+				}
+				return nvml.GpmSupport{}, nvml.SUCCESS
+			},
+			GpmSampleGetFunc: func(nvml.GpmSample) nvml.Return { return ret() },
+			GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
+				return []nvml.ProcessInfo{{Pid: uint32(1000 + i)}}, ret()
+			},
+			GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 95}, ret() },
+		}
+	}
+	return &mock.Interface{
+		InitFunc:                   func() nvml.Return { return initRet },
+		ShutdownFunc:               func() nvml.Return { return nvml.SUCCESS },
+		ErrorStringFunc:            func(r nvml.Return) string { return "nvml error " + string(rune('0'+int(r)%10)) },
+		SystemGetDriverVersionFunc: func() (string, nvml.Return) { return "580.159.04", nvml.SUCCESS },
+		DeviceGetCountFunc:         func() (int, nvml.Return) { return n, nvml.SUCCESS },
+		DeviceGetHandleByIndexFunc: func(i int) (nvml.Device, nvml.Return) { return devs[i], nvml.SUCCESS },
+		GpmSampleAllocFunc: func() (nvml.GpmSample, nvml.Return) {
+			return &mock.GpmSample{FreeFunc: func() nvml.Return { return nvml.SUCCESS }}, nvml.SUCCESS
+		},
+		GpmMetricsGetFunc: func(m *nvml.GpmMetricsGetType) nvml.Return { return f.metrics(m) },
+	}
+}
+
+// GPM percentages and MiB/s become ratios and bytes/s; an unsupported
+// metric is marked so; the first sample gives no window yet.
+func TestNVMLGPMConversion(t *testing.T) {
+	f := &fakeNVML{lost: map[int]bool{}}
+	f.metrics = func(m *nvml.GpmMetricsGetType) nvml.Return {
+		if m.NumMetrics != uint32(gpu.NumFields) || m.Sample1 == nil || m.Sample2 == nil || m.Sample1 == m.Sample2 {
+			t.Errorf("bad GpmMetricsGet request: %+v", m.NumMetrics)
+		}
+		for i := range m.NumMetrics {
+			switch nvml.GpmMetricId(m.Metrics[i].MetricId) {
+			case nvml.GPM_METRIC_SM_OCCUPANCY:
+				m.Metrics[i].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+			case nvml.GPM_METRIC_PCIE_RX_PER_SEC:
+				m.Metrics[i].Value = 2.15 // MiB/s
+			default:
+				m.Metrics[i].Value = 92.167 // %
+			}
+		}
+		return nvml.SUCCESS
+	}
+	s, err := startNVML(f.lib(2, true, nvml.SUCCESS), time.Hour, true, nopLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	d := s.devices()
+	if len(d) != 2 || !d[0].Values[gpu.SMActive].At.IsZero() {
+		t.Fatalf("first round: %+v (a GPM window needs two samples)", d)
+	}
+	s.sample(time.Now())
+	d = s.devices()
+	if got := d[0].Values[gpu.SMActive].V; math.Abs(got-0.92167) > 1e-12 {
+		t.Errorf("sm_active = %v, want 0.92167", got)
+	}
+	if got := d[0].Values[gpu.PCIeReceived].V; got != 2.15*1048576 {
+		t.Errorf("pcie_received = %v, want %v", got, 2.15*1048576)
+	}
+	if d[0].Support[gpu.SMOccupancy] != gpu.Unsupported || !d[0].Values[gpu.SMOccupancy].At.IsZero() {
+		t.Errorf("unsupported metric: %+v %+v", d[0].Support[gpu.SMOccupancy], d[0].Values[gpu.SMOccupancy])
+	}
+	if d[1].PCIBusID != "0000:1a:00.0" || d[1].PIDs[0] != 1001 || d[1].Utilization.V != 0.95 {
+		t.Errorf("inventory: %+v", d[1])
+	}
+}
+
+// Without GPM every field is unsupported (NVML basics only); a GPU that is
+// lost is dropped; a failed Init is an error and nothing else is called.
+func TestNVMLBasicsLostGPUAndInitFailure(t *testing.T) {
+	f := &fakeNVML{lost: map[int]bool{}}
+	f.metrics = func(*nvml.GpmMetricsGetType) nvml.Return {
+		t.Error("GPM called without GPM support")
+		return nvml.SUCCESS
+	}
+	s, err := startNVML(f.lib(2, false, nvml.SUCCESS), time.Hour, true, nopLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	if s.anyGPM || s.devices()[0].Support[gpu.SMActive] != gpu.Unsupported {
+		t.Error("fields not marked unsupported without GPM")
+	}
+	f.mu.Lock()
+	f.lost[1] = true
+	f.mu.Unlock()
+	s.sample(time.Now())
+	if d := s.devices(); len(d) != 1 || d[0].UUID != "GPU-a" {
+		t.Errorf("after GPU 1 was lost: %+v", d)
+	}
+
+	lib := f.lib(1, true, nvml.ERROR_LIBRARY_NOT_FOUND)
+	lib.DeviceGetCountFunc = func() (int, nvml.Return) { t.Error("NVML called after a failed Init"); return 0, nvml.SUCCESS }
+	if _, err := startNVML(lib, time.Hour, true, nopLog); !errors.Is(err, gpu.ErrNoGPU) {
+		t.Errorf("startNVML with a failed Init = %v, want ErrNoGPU", err)
+	}
+}
+
+// fakeDCGM is a host engine that can go away and come back.
+type fakeDCGM struct {
+	mu        sync.Mutex
+	up        bool
+	connected bool
+	connects  int
+	values    map[dcgm.Short]dcgm.FieldValue_v1
+}
+
+func (f *fakeDCGM) Connect() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.connects++
+	if !f.up {
+		return errors.New("error connecting to nv-hostengine: Host engine connection invalid/disconnected")
+	}
+	f.connected = true
+	return nil
+}
+func (f *fakeDCGM) Watch([]dcgm.Short, time.Duration) error { return nil }
+func (f *fakeDCGM) check() error {
+	if !f.connected {
+		panic("DCGM called while not connected") // the real library would exit 127
+	}
+	if !f.up {
+		return errors.New("Host engine connection invalid/disconnected")
+	}
+	return nil
+}
+func (f *fakeDCGM) GPUs() ([]dcgmGPUInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return []dcgmGPUInfo{{ID: 0, UUID: "GPU-a", Name: "NVIDIA H200", Bus: "0000:1a:00.0"}}, nil
+}
+func (f *fakeDCGM) Latest(_ uint, fields []dcgm.Short) ([]dcgm.FieldValue_v1, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	var out []dcgm.FieldValue_v1
+	for _, id := range fields {
+		if v, ok := f.values[id]; ok {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+func (f *fakeDCGM) Close() {
+	f.mu.Lock()
+	f.connected = false
+	f.mu.Unlock()
+}
+
+func fp64(id dcgm.Short, v float64, ts time.Time) dcgm.FieldValue_v1 {
+	fv := dcgm.FieldValue_v1{FieldID: id, FieldType: dcgm.DCGM_FT_DOUBLE, TS: ts.UnixMicro()}
+	binary.LittleEndian.PutUint64(fv.Value[:], math.Float64bits(v))
+	return fv
+}
+
+func i64(id dcgm.Short, v int64, ts time.Time) dcgm.FieldValue_v1 {
+	fv := dcgm.FieldValue_v1{FieldID: id, FieldType: dcgm.DCGM_FT_INT64, TS: ts.UnixMicro()}
+	binary.LittleEndian.PutUint64(fv.Value[:], uint64(v))
+	return fv
+}
+
+func TestDCGMDecodeBlanks(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		fv   dcgm.FieldValue_v1
+		v    float64
+		want gpu.Support
+	}{
+		{fp64(1002, 0.777, now), 0.777, gpu.Supported},
+		{fp64(1002, dcgm.DCGM_FT_FP64_BLANK, now), math.NaN(), gpu.Supported},
+		{fp64(1002, dcgm.DCGM_FT_FP64_NOT_SUPPORTED, now), math.NaN(), gpu.Unsupported},
+		{i64(1009, 498948, now), 498948, gpu.Supported},
+		{i64(1009, dcgm.DCGM_FT_INT64_BLANK, now), math.NaN(), gpu.Supported},
+		{i64(1010, dcgm.DCGM_FT_INT64_NOT_FOUND, now), math.NaN(), gpu.Unsupported},
+		{dcgm.FieldValue_v1{FieldID: 1001, Status: -5}, math.NaN(), gpu.Unknown},
+	} {
+		v, s := decode(tc.fv)
+		if s != tc.want || (math.IsNaN(tc.v) != math.IsNaN(v)) || (!math.IsNaN(v) && v != tc.v) {
+			t.Errorf("decode(%d type %c) = %v %v, want %v %v", tc.fv.FieldID, rune(tc.fv.FieldType), v, s, tc.v, tc.want)
+		}
+	}
+}
+
+// The host engine stops and restarts: the poller publishes no values while
+// it is away (dcgm_up false) and reconnects by itself.
+func TestDCGMReconnect(t *testing.T) {
+	now := time.Now()
+	f := &fakeDCGM{up: true, values: map[dcgm.Short]dcgm.FieldValue_v1{
+		1002: fp64(1002, 0.92, now), 1009: i64(1009, 498948, now), 1003: fp64(1003, dcgm.DCGM_FT_FP64_BLANK, now),
+	}}
+	p := &dcgmPoller{api: f, interval: 10 * time.Millisecond, logf: nopLog, fields: dcgmFields[:],
+		minBackoff: 5 * time.Millisecond, maxBackoff: 40 * time.Millisecond,
+		values: map[string]*dcgmGPU{}, quit: make(chan struct{}), done: make(chan struct{})}
+	go p.loop(p.connect())
+	defer p.stop()
+	waitFor := func(what string, cond func(bool, map[string]*dcgmGPU) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			if cond(p.latest()) {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	waitFor("values", func(up bool, v map[string]*dcgmGPU) bool {
+		g := v["GPU-a"]
+		return up && g != nil && g.values[gpu.SMActive].V == 0.92 && g.values[gpu.PCIeTransmitted].V == 498948 && g.values[gpu.SMOccupancy].At.IsZero()
+	})
+	f.mu.Lock()
+	f.up = false
+	f.mu.Unlock()
+	waitFor("down", func(up bool, v map[string]*dcgmGPU) bool { return !up && len(v) == 0 })
+	f.mu.Lock()
+	before := f.connects
+	f.up = true
+	f.mu.Unlock()
+	waitFor("reconnect", func(up bool, v map[string]*dcgmGPU) bool { return up && v["GPU-a"] != nil })
+	f.mu.Lock()
+	if f.connects <= before {
+		t.Error("no reconnect attempt")
+	}
+	f.mu.Unlock()
+}
+
+// auto picks DCGM when the host engine answers, NVML GPM otherwise.
+func TestAutoSource(t *testing.T) {
+	f := &fakeNVML{lost: map[int]bool{}}
+	f.metrics = func(*nvml.GpmMetricsGetType) nvml.Return { return nvml.SUCCESS }
+	b, err := newBackend(gpu.Options{Source: "auto", Interval: time.Hour, Logf: nopLog}, f.lib(1, true, nvml.SUCCESS), &fakeDCGM{up: false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := b.Snapshot()
+	b.Close()
+	if s.Source != "nvml_gpm" || s.DCGMUp != nil {
+		t.Errorf("auto without DCGM: source %q", s.Source)
+	}
+	dc := &fakeDCGM{up: true, values: map[dcgm.Short]dcgm.FieldValue_v1{1004: fp64(1004, 0.5, time.Now())}}
+	b, err = newBackend(gpu.Options{Source: "auto", Interval: time.Hour, Logf: nopLog}, f.lib(1, true, nvml.SUCCESS), dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ = b.Snapshot()
+	b.Close()
+	if s.Source != "dcgm" || s.DCGMUp == nil || !*s.DCGMUp || s.Devices[0].Values[gpu.TensorActive].V != 0.5 || s.Devices[0].PIDs[0] != 1000 {
+		t.Errorf("auto with DCGM: %+v", s)
+	}
+	if _, err := newBackend(gpu.Options{Source: "bogus", Interval: time.Hour, Logf: nopLog}, f.lib(1, true, nvml.SUCCESS), dc); err == nil {
+		t.Error("unknown source accepted")
+	}
+}
