@@ -3,12 +3,18 @@ package collector
 import (
 	"context"
 	"errors"
+	"os"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/gpu"
 )
@@ -196,5 +202,81 @@ func TestBusIDFromNVML(t *testing.T) {
 		if got := gpu.BusIDFromNVML(in); got != want {
 			t.Errorf("BusIDFromNVML(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The scrape captured on the real H200 (tools/gpuverify, NVML GPM) has the
+// same families and label names as the collector writes today, and its
+// values show the matmul: SM and tensor activity near 0 idle, above 0.5
+// under load.
+func TestGPUH200Capture(t *testing.T) {
+	parse := func(path string) map[string]*dto.MetricFamily {
+		t.Helper()
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		mfs, err := p.TextToMetricFamilies(f)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return mfs
+	}
+	value := func(mfs map[string]*dto.MetricFamily, name string) float64 {
+		mf := mfs[name]
+		if mf == nil || len(mf.GetMetric()) != 1 {
+			t.Fatalf("%s: want one series", name)
+		}
+		return mf.GetMetric()[0].GetGauge().GetValue()
+	}
+	idle, load := parse("fixtures/gpu/h200/idle.prom"), parse("fixtures/gpu/h200/load.prom")
+	for _, name := range []string{"fabric_gpu_sm_active_ratio", "fabric_gpu_tensor_active_ratio"} {
+		if v := value(idle, name); v > 0.05 {
+			t.Errorf("idle %s = %v", name, v)
+		}
+		if v := value(load, name); v < 0.5 {
+			t.Errorf("load %s = %v", name, v)
+		}
+	}
+
+	// The same shape from the collector today.
+	now := time.Now()
+	d := dev(0, "GPU-x")
+	for f := range gpu.NumFields {
+		d.Support[f], d.Values[f] = gpu.Supported, gpu.Value{V: 0.5, At: now}
+	}
+	d.Utilization, d.PIDs = &gpu.Value{V: 1, At: now}, []uint32{446}
+	o := fixtureOptions(t, fixtureSys)
+	o.GPU.Backend = func(gpu.Options) (gpu.Backend, error) {
+		return &fakeGPU{snap: gpu.Snapshot{Source: "nvml_gpm", DriverVersion: "580.159.04", Interval: time.Second, Devices: []gpu.Device{d}}}, nil
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(updater{c: newTestGPU(t, o)})
+	ours, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := func(mf *dto.MetricFamily) string {
+		var ls []string
+		for _, l := range mf.GetMetric()[0].GetLabel() {
+			ls = append(ls, l.GetName())
+		}
+		sort.Strings(ls)
+		return mf.GetName() + "{" + strings.Join(ls, ",") + "}"
+	}
+	want := map[string]bool{}
+	for _, mf := range load {
+		want[shape(mf)] = true
+	}
+	for _, mf := range ours {
+		if !want[shape(mf)] {
+			t.Errorf("collector writes %s, the H200 capture has no such family/labels", shape(mf))
+		}
+		delete(want, shape(mf))
+	}
+	for s := range want {
+		t.Errorf("the H200 capture has %s, the collector no longer writes it", s)
 	}
 }
