@@ -93,7 +93,7 @@ func TestGPUAbsentValues(t *testing.T) {
 	d0 := dev(0, "GPU-a")
 	d0.Support[gpu.SMActive], d0.Values[gpu.SMActive] = gpu.Supported, gpu.Value{V: 0.5, At: now}
 	d0.Support[gpu.TensorActive], d0.Values[gpu.TensorActive] = gpu.Supported, gpu.Value{V: 0.4, At: now.Add(-time.Hour)} // stale
-	d0.Support[gpu.DRAMActive] = gpu.Supported                                                                          // blank: no sample
+	d0.Support[gpu.DRAMActive] = gpu.Supported                                                                            // blank: no sample
 	d0.Support[gpu.SMOccupancy] = gpu.Unsupported
 	d1 := dev(1, "GPU-b")
 	d1.Support[gpu.SMActive], d1.Values[gpu.SMActive] = gpu.Supported, gpu.Value{V: 0.25, At: now}
