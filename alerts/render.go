@@ -1,0 +1,119 @@
+// Package alerts renders fabric_exporter's recording rules and alerts from
+// rules.yml.tmpl and the selectors and thresholds in config.yml.
+package alerts
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/template"
+
+	"go.yaml.in/yaml/v3"
+)
+
+//go:embed rules.yml.tmpl
+var rulesTemplate string
+
+//go:embed config.yml
+var defaultConfig []byte
+
+// Config holds the selectors and thresholds (documented in config.yml).
+type Config struct {
+	ExporterSelector           string  `yaml:"exporterSelector"`
+	SGLangSelector             string  `yaml:"sglangSelector"`
+	RateWindow                 string  `yaml:"rateWindow"`
+	ClusterLabel               string  `yaml:"clusterLabel"`
+	RunbookURL                 string  `yaml:"runbookURL"`
+	ExpectedRailSpeedBytes     float64 `yaml:"expectedRailSpeedBytes"`
+	RailLinkFlapChanges        float64 `yaml:"railLinkFlapChanges"`
+	RailTCPFallbackMinBits     float64 `yaml:"railTCPFallbackMinBits"`
+	RailTCPFallbackMaxRDMABits float64 `yaml:"railTCPFallbackMaxRDMABits"`
+	NonRailNICMaxBits          float64 `yaml:"nonRailNICMaxBits"`
+	RailImbalanceRatio         float64 `yaml:"railImbalanceRatio"`
+	RailImbalanceMinBits       float64 `yaml:"railImbalanceMinBits"`
+	PFCPauseOccupancy          float64 `yaml:"pfcPauseOccupancy"`
+	RoCERetransPerSecond       float64 `yaml:"roceRetransPerSecond"`
+	RoCECNPIgnoredPerSecond    float64 `yaml:"roceCNPIgnoredPerSecond"`
+	CrossNUMALocalRatio        float64 `yaml:"crossNUMALocalRatio"`
+	CrossNUMAMinBytes          float64 `yaml:"crossNUMAMinBytes"`
+	For                        struct {
+		Short  string `yaml:"short"`
+		Medium string `yaml:"medium"`
+		Long   string `yaml:"long"`
+	} `yaml:"for"`
+}
+
+// DefaultConfig returns config.yml.
+func DefaultConfig() Config {
+	c, err := ParseConfig(defaultConfig)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// ParseConfig decodes a config strictly (unknown keys are errors).
+func ParseConfig(b []byte) (Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("alerts config: %w", err)
+	}
+	for name, v := range map[string]string{"exporterSelector": c.ExporterSelector, "sglangSelector": c.SGLangSelector,
+		"rateWindow": c.RateWindow, "clusterLabel": c.ClusterLabel, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
+		if strings.TrimSpace(v) == "" {
+			return c, fmt.Errorf("alerts config: %s is empty", name)
+		}
+	}
+	return c, nil
+}
+
+// LoadConfig reads a config file.
+func LoadConfig(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, err
+	}
+	return ParseConfig(b)
+}
+
+// RetransCounters are the hw_counters of the retransmission class.
+var RetransCounters = []string{"local_ack_timeout_err", "packet_seq_err", "out_of_sequence", "implied_nak_seq_err", "roce_adp_retrans", "req_transport_retries_exceeded",
+	// congestion notifications, recorded alongside
+	"np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored"}
+
+// retransOnly are the counters summed into the retransmission rate.
+var retransOnly = RetransCounters[:6]
+
+// GPUFields are the ratio fields averaged per node.
+var GPUFields = []string{"graphics_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active"}
+
+// Render returns the rule file for c.
+func Render(c Config) ([]byte, error) {
+	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+	data := map[string]any{
+		"W": c.RateWindow, "C": c.ClusterLabel, "Sel": c.ExporterSelector, "SGLang": c.SGLangSelector, "Runbook": c.RunbookURL,
+		"RetransCounters": RetransCounters, "RetransRegexp": strings.Join(retransOnly, "|"), "GPUFields": GPUFields,
+		"ExpectedRailSpeedBits": num(c.ExpectedRailSpeedBytes * 8), "ExpectedRailSpeedGbit": num(c.ExpectedRailSpeedBytes * 8 / 1e9),
+		"RailLinkFlapChanges": num(c.RailLinkFlapChanges), "RailTCPFallbackMinBits": num(c.RailTCPFallbackMinBits),
+		"RailTCPFallbackMaxRDMABits": num(c.RailTCPFallbackMaxRDMABits), "NonRailNICMaxBits": num(c.NonRailNICMaxBits),
+		"RailImbalanceRatio": num(c.RailImbalanceRatio), "RailImbalanceMinBits": num(c.RailImbalanceMinBits),
+		"PFCPauseOccupancy": num(c.PFCPauseOccupancy), "PFCPauseOccupancyPct": num(c.PFCPauseOccupancy * 100),
+		"RoCERetransPerSecond": num(c.RoCERetransPerSecond), "RoCECNPIgnoredPerSecond": num(c.RoCECNPIgnoredPerSecond),
+		"CrossNUMALocalRatio": num(c.CrossNUMALocalRatio), "CrossNUMAMinBytes": num(c.CrossNUMAMinBytes),
+		"For": c.For,
+	}
+	t, err := template.New("rules").Delims("<%", "%>").Option("missingkey=error").Parse(rulesTemplate)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, data); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
