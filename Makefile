@@ -16,7 +16,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROMTOOL  ?= promtool
 DEMO_ADDR ?= :10470
 
-.PHONY: all build test vet fmt nogpu checkmetrics demo bench fuzz fixtures update-golden clean
+.PHONY: all build test vet fmt nogpu checkmetrics demo bench fuzz fixtures rules update-golden clean
 
 all: test build
 
@@ -50,6 +50,10 @@ demo: build
 	  --collector.pfc.ethtool-fixtures=collector/fixtures/ethtool \
 	  --collector.gpu.fixture=collector/fixtures/gpu/dcgm-8gpu.json \
 	  --web.listen-address=$(DEMO_ADDR)
+
+# Re-render alerts/fabric-rules.yml from alerts/rules.yml.tmpl and alerts/config.yml.
+rules:
+	$(GO) test ./alerts -run TestRenderedRulesUpToDate -update
 
 update-golden:
 	$(GO) test ./cmd/fabric_exporter -run TestEndToEnd -update

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 var update = flag.Bool("update", false, "rewrite fabric-rules.yml from the template and config")
@@ -34,8 +36,11 @@ func TestRenderedRulesUpToDate(t *testing.T) {
 	}
 }
 
-// promtool check rules, and the unit tests in tests/ (one firing and one
-// healthy case per alert).
+// promtool check rules on the rendered file (this also parses the
+// annotation templates), then promtool's unit tests in tests/ (a firing and
+// a healthy case per alert). promtool compares annotations too, so the unit
+// tests run against a copy of the rules without annotations;
+// TestAlertAnnotations checks those.
 func TestPromtool(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
@@ -47,16 +52,127 @@ func TestPromtool(t *testing.T) {
 	if out, err := exec.Command(promtool, "check", "rules", renderedPath).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
-	tests, _ := filepathGlob("tests/*.yml")
+	dir := t.TempDir()
+	stripped, err := stripAnnotations(renderedPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, renderedPath), stripped, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests, _ := filepath.Glob("tests/*_test.yml")
 	if len(tests) == 0 {
 		t.Fatal("no rule tests")
 	}
-	out, err := exec.Command(promtool, append([]string{"test", "rules"}, tests...)...).CombinedOutput()
+	var args []string
+	for _, f := range tests {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, filepath.Base(f))
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, dst)
+	}
+	out, err := exec.Command(promtool, append([]string{"test", "rules"}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool test rules: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "SUCCESS") {
-		t.Errorf("promtool test rules:\n%s", out)
+	if n := strings.Count(string(out), "SUCCESS"); n != len(tests) {
+		t.Errorf("promtool test rules: %d of %d files passed\n%s", n, len(tests), out)
+	}
+}
+
+type ruleFile struct {
+	Groups []struct {
+		Name  string `yaml:"name"`
+		Rules []struct {
+			Record      string            `yaml:"record,omitempty"`
+			Alert       string            `yaml:"alert,omitempty"`
+			Expr        string            `yaml:"expr"`
+			For         string            `yaml:"for,omitempty"`
+			Labels      map[string]string `yaml:"labels,omitempty"`
+			Annotations map[string]string `yaml:"annotations,omitempty"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+func readRules(path string) (ruleFile, error) {
+	var rf ruleFile
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return rf, err
+	}
+	return rf, yaml.Unmarshal(b, &rf)
+}
+
+func stripAnnotations(path string) ([]byte, error) {
+	rf, err := readRules(path)
+	if err != nil {
+		return nil, err
+	}
+	for g := range rf.Groups {
+		for r := range rf.Groups[g].Rules {
+			rf.Groups[g].Rules[r].Annotations = nil
+		}
+	}
+	return yaml.Marshal(rf)
+}
+
+// Every alert the issue names exists, has a severity, a summary, a
+// description and a runbook link to a README section that exists; every
+// alert has a promtool test.
+func TestAlertAnnotations(t *testing.T) {
+	rf, err := readRules(renderedPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tests []byte
+	files, _ := filepath.Glob("tests/*_test.yml")
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		tests = append(tests, b...)
+	}
+	want := map[string]bool{}
+	for _, a := range []string{"NCCLSocketFallback", "RailTCPFallbackSuspected", "NonRailNICTraffic", "RDMADevicesMissingInContainer",
+		"PFCStorm", "RoCERetransmissions", "RoCECNPIgnored", "RailLinkDown", "RailLinkDegraded", "RailLinkFlapping", "RailImbalance",
+		"GPUActivityMissing", "CrossNUMAPlacement", "FabricCollectorFailing", "FabricExporterDown"} {
+		want[a] = true
+	}
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			delete(want, r.Alert)
+			if s := r.Labels["severity"]; s != "page" && s != "warning" {
+				t.Errorf("%s: severity %q", r.Alert, s)
+			}
+			for _, k := range []string{"summary", "description", "runbook_url"} {
+				if strings.TrimSpace(r.Annotations[k]) == "" {
+					t.Errorf("%s: no %s", r.Alert, k)
+				}
+			}
+			anchor := strings.ToLower(r.Alert)
+			if !strings.HasSuffix(r.Annotations["runbook_url"], "README.md#"+anchor) {
+				t.Errorf("%s: runbook_url %q", r.Alert, r.Annotations["runbook_url"])
+			}
+			if !strings.Contains(string(readme), "\n#### "+r.Alert+"\n") {
+				t.Errorf("%s: README has no section '#### %s'", r.Alert, r.Alert)
+			}
+			if n := strings.Count(string(tests), "alertname: "+r.Alert+"\n"); n < 2 {
+				t.Errorf("%s: %d promtool cases, want a firing and a healthy one", r.Alert, n)
+			}
+		}
+	}
+	for a := range want {
+		t.Errorf("alert %s is missing", a)
 	}
 }
 
@@ -71,5 +187,3 @@ func TestConfigStrict(t *testing.T) {
 		t.Errorf("rate window not applied: %v", err)
 	}
 }
-
-func filepathGlob(p string) ([]string, error) { return filepath.Glob(p) }
