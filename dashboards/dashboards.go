@@ -27,16 +27,16 @@ import (
 	"github.com/fabric-exporter/fabric_exporter/alerts"
 )
 
-// Spec is one dashboard: its stable UID, the file it is written to under
+// spec is one dashboard: its stable UID, the file it is written to under
 // json/, and the function that builds it.
-type Spec struct {
+type spec struct {
 	UID   string
 	File  string
 	Build func(c alerts.Config) (dashboard.Dashboard, error)
 }
 
-// Specs lists the dashboards, in the order of the README.
-var Specs = []Spec{
+// specs lists the dashboards, in the order of the README.
+var specs = []spec{
 	{UID: "fabric-overview", File: "fabric-overview.json", Build: fabricOverview},
 	{UID: "fabric-gpu-activity", File: "gpu-activity.json", Build: gpuActivity},
 	{UID: "fabric-placement", File: "placement.json", Build: placement},
@@ -46,12 +46,12 @@ var Specs = []Spec{
 // Tag is on every dashboard; the dashboards link to each other through it.
 const Tag = "fabric_exporter"
 
-// Render returns the JSON of every dashboard, keyed by file name, built with
+// render returns the JSON of every dashboard, keyed by file name, built with
 // the selectors and thresholds of alerts/config.yml.
-func Render() (map[string][]byte, error) {
+func render() (map[string][]byte, error) {
 	c := alerts.DefaultConfig()
-	out := make(map[string][]byte, len(Specs))
-	for _, s := range Specs {
+	out := make(map[string][]byte, len(specs))
+	for _, s := range specs {
 		d, err := s.Build(c)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard %s: %w", s.UID, err)
@@ -67,7 +67,7 @@ func Render() (map[string][]byte, error) {
 
 // Generate writes every dashboard to dir (created if missing).
 func Generate(dir string) error {
-	files, err := Render()
+	files, err := render()
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ const jsonDir = "json"
 
 // The committed JSON is what the code generates.
 func TestCommittedJSONUpToDate(t *testing.T) {
-	files, err := Render()
+	files, err := render()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ type (
 func loadCommitted(t *testing.T) map[string]jsonDashboard {
 	t.Helper()
 	out := map[string]jsonDashboard{}
-	for _, s := range Specs {
+	for _, s := range specs {
 		b, err := os.ReadFile(filepath.Join(jsonDir, s.File))
 		if err != nil {
 			t.Fatal(err)

@@ -94,7 +94,7 @@ func queries(c alerts.Config, values map[string]string) ([]Query, error) {
 		})
 		return nil
 	}
-	for _, s := range Specs {
+	for _, s := range specs {
 		d, err := s.Build(c)
 		if err != nil {
 			return nil, err
