@@ -16,7 +16,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROMTOOL  ?= promtool
 DEMO_ADDR ?= :10470
 
-.PHONY: all build test vet fmt nogpu checkmetrics demo bench fuzz fixtures rules update-golden clean
+.PHONY: all build test vet fmt nogpu checkmetrics demo bench fuzz fixtures rules update-golden dashboards clean
 
 all: test build
 
@@ -61,6 +61,10 @@ update-golden:
 fixtures:
 	bash collector/fixtures/build-sys.sh
 	$(MAKE) update-golden
+
+# Grafana dashboards: rewrite dashboards/json/*.json from dashboards/*.go.
+dashboards:
+	$(GO) run ./dashboards/gen -out dashboards/json
 
 # In-process benchmarks (go test -bench) and the side-by-side run against
 # node_exporter and the raw open/read/close floor (results: docs/benchmarks.md).

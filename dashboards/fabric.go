@@ -1,0 +1,125 @@
+package dashboards
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+
+	"github.com/fabric-exporter/fabric_exporter/alerts"
+)
+
+// fabricOverview: rails (RDMA throughput, utilization, TCP on the rail
+// netdevs, non-rail NICs, bytes per token), lossless Ethernet (PFC, pause
+// storms, RoCE retransmissions, CNPs), links and the exporter's health.
+func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
+	w := c.RateWindow
+	rail := sel(railM)
+	rule := func(name string) string { return fmt.Sprintf(name, w) }
+	// rdmaPortRail joins a per-port RDMA metric to the rail it carries.
+	rdmaPortRail := func(expr string) string {
+		return expr + " * on (cluster, instance, device, port) group_left (rail) fabric_rdma_port_info" + sel(railM, `rail!=""`)
+	}
+	var retrans, cnp []*promQuery
+	for _, counter := range alerts.RetransCounters {
+		q := query(rule("rail:fabric_rdma_hw_"+counter+":rate%s")+rail, "{{instance}} {{rail}} "+counter)
+		if strings.Contains(counter, "cnp") {
+			cnp = append(cnp, q)
+		} else {
+			retrans = append(retrans, q)
+		}
+	}
+
+	b := newBoard(c, boardOpts{
+		uid:   "fabric-overview",
+		title: "Fabric overview",
+		description: "RoCE rails of fabric_exporter: RDMA throughput and utilization per rail, TCP on the rail netdevs " +
+			"and other NICs, PFC pauses, RoCE retransmissions and congestion notifications, link state and exporter health.",
+		rail: true,
+	}).
+		WithRow(row("Rails")).
+		WithPanel(timeseriesPanel("RDMA throughput per rail",
+			"RDMA bits per second sent (tx) and received (rx) by each rail's RDMA port (RoCE traffic only; the kernel's TCP counters do not see it).",
+			unitBits, half,
+			query(rule("rail:fabric_rdma_transmitted_bits:rate%s")+rail, "{{instance}} {{rail}} tx"),
+			query(rule("rail:fabric_rdma_received_bits:rate%s")+rail, "{{instance}} {{rail}} rx")).
+			Legend(statsLegend())).
+		WithPanel(ratioPanel("Rail utilization of link rate",
+			"RDMA throughput of each rail divided by its port's negotiated rate, per direction.",
+			half,
+			query(rule("rail:fabric_rdma_transmit_utilization:ratio_rate%s")+rail, "{{instance}} {{rail}} tx"),
+			query(rule("rail:fabric_rdma_receive_utilization:ratio_rate%s")+rail, "{{instance}} {{rail}} rx")).
+			Legend(statsLegend())).
+		WithPanel(timeseriesPanel("RDMA vs TCP on the rail netdevs",
+			"Per rail: RDMA bits/s (tx + rx) of the RDMA port next to kernel (TCP/IP) bits/s of the rail's netdev. "+
+				"TCP on a rail while RDMA is flat means NCCL fell back to sockets (alert RailTCPFallbackSuspected).",
+			unitBits, half,
+			query(rule("rail:fabric_rdma_bits:rate%s")+rail, "{{instance}} {{rail}} RDMA"),
+			query(rule("rail:fabric_netdev_bits:rate%s")+rail, "{{instance}} {{rail}} TCP"))).
+		WithPanel(timeseriesPanel("Traffic on non-rail NICs",
+			"Kernel bits/s (tx + rx) of NICs that carry no rail. Heavy traffic here during a run usually means "+
+				"NCCL_SOCKET_IFNAME points at the management network (alert NonRailNICTraffic).",
+			unitBits, half,
+			query(rule("netdev:fabric_netdev_bits:rate%s")+sel(`rail=""`), "{{instance}} {{netdev}}"))).
+		WithPanel(timeseriesPanel("Rail imbalance",
+			"(busiest − least used rail) / busiest rail, RDMA bits/s per node: 0 is balanced, 1 means one rail carries everything (alert RailImbalance).",
+			unitRatio, half,
+			query(rule("instance:fabric_rdma_rail_imbalance:ratio_rate%s")+sel(), "{{instance}}")).
+			Min(0).Max(1)).
+		WithPanel(timeseriesPanel("RDMA bytes per input token per rail",
+			"RDMA bytes a rail sends per prompt token of the whole deployment (SGLang's sglang:prompt_tokens_total summed over the cluster). "+
+				"Empty while no tokens are processed.",
+			unitBytes, half,
+			query(rule("rail:fabric_rdma_transmitted_bytes_per_prompt_token:ratio_rate%s")+rail, "{{instance}} {{rail}}"))).
+		WithRow(row("Lossless Ethernet: PFC, retransmissions, congestion")).
+		WithPanel(thresholdLine(ratioPanel("PFC pause occupancy per rail and priority",
+			"Fraction of time the rail's netdev was paused, per direction and priority (rx: the peer paused this NIC; tx: this NIC paused the peer). "+
+				"The dashed line is the PFCStorm threshold.",
+			half,
+			query(rule("rail_priority:fabric_pfc_pause_duration:ratio_rate%s")+rail, "{{instance}} {{rail}} {{direction}} prio {{priority}}")),
+			c.PFCPauseOccupancy, false).
+			Legend(statsLegend())).
+		WithPanel(timeseriesPanel("Pause storm events",
+			"tx_pause_storm_{warning,error}_events of each rail netdev: the NIC detected it was pausing the link for too long.",
+			unitShort, half,
+			query("sum by (cluster, instance, netdev, severity) (increase(fabric_pause_storm_events_total"+sel()+"[$__rate_interval]))"+
+				" * on (cluster, instance, netdev) group_left (rail) fabric_netdev_info"+sel(railM, `rail!=""`),
+				"{{instance}} {{rail}} {{netdev}} {{severity}}"))).
+		WithPanel(thresholdLine(timeseriesPanel("RoCE retransmission events per rail",
+			"Sum of the retransmission-class hw counters per rail. The dashed line is the RoCERetransmissions threshold.",
+			unitPerSec, half,
+			query(rule("rail:fabric_rdma_retransmission_events:rate%s")+rail, "{{instance}} {{rail}}")),
+			c.RoCERetransPerSecond, false)).
+		WithPanel(timeseriesPanel("Retransmission counters per rail",
+			"Each retransmission-class hw counter of each rail's RDMA port, per second.",
+			unitPerSec, half, retrans...)).
+		WithPanel(timeseriesPanel("Congestion notifications (CNP) per rail",
+			"np_cnp_sent: CNPs this HCA sent as the notification point (it received ECN-marked packets); rp_cnp_handled: CNPs it reacted to "+
+				"as the reaction point (DCQCN slowed down); rp_cnp_ignored: CNPs it ignored (alert RoCECNPIgnored).",
+			unitPerSec, full, cnp...)).
+		WithRow(row("Links")).
+		WithPanel(stateTimelinePanel("Rail link state",
+			"RDMA port state of each rail (ACTIVE is up) and whether the rail's RDMA device is present.",
+			half, upDown("UP", "DOWN"),
+			query(rdmaPortRail("fabric_rdma_port_up"+sel()), "{{instance}} {{rail}} ({{device}})"),
+			query("fabric_rail_device_present"+rail, "{{instance}} {{rail}} device present"))).
+		WithPanel(statPanel("Rail link rate",
+			"Negotiated rate of each rail's RDMA port (fabric_rdma_port_rate_bytes_per_second × 8). Red below the expected rate (RailLinkDegraded).",
+			unitBits, half,
+			query(rdmaPortRail("fabric_rdma_port_rate_bytes_per_second"+sel()+" * 8"), "{{instance}} {{rail}}")).
+			Thresholds(thresholds(c.ExpectedRailSpeedBytes*8, true))).
+		WithRow(row("Exporter health")).
+		WithPanel(stateTimelinePanel("Collector success",
+			"fabric_scrape_collector_success per collector: 0 when the collector failed or its source is absent on the host.",
+			third, upDown("OK", "FAIL"),
+			query("fabric_scrape_collector_success"+sel(), "{{instance}} {{collector}}"))).
+		WithPanel(timeseriesPanel("Read errors",
+			"Values, files or devices skipped per second because they could not be read or parsed.",
+			unitPerSec, third,
+			query("rate(fabric_scrape_read_errors_total"+sel()+"[$__rate_interval])", "{{instance}} {{collector}}"))).
+		WithPanel(timeseriesPanel("Collector duration",
+			"Time each collector took in the last scrape.",
+			unitSeconds, third,
+			query("fabric_scrape_collector_duration_seconds"+sel(), "{{instance}} {{collector}}")))
+	return finish(b)
+}
