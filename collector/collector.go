@@ -61,6 +61,7 @@ type Spec struct {
 // generates --[no-]collector.<name> flags from it.
 var Specs = []Spec{
 	{Name: "netdev", Default: true, Help: "Network interface statistics, link state and speed from sysfs class/net (rail netdevs and physical NICs).", Flags: netdevFlags, New: newNetdevCollector},
+	{Name: "numa", Default: true, Help: "Per NUMA node: numastat allocation counters, memory total/free and CPUs from sysfs devices/system/node.", New: newNumaCollector},
 	{Name: "pfc", Default: true, Help: "PFC and pause counters, pause storms, PHY discards and vport RDMA bytes from ethtool -S of rail netdevs.", Flags: pfcFlags, New: newPFCCollector},
 	{Name: "rdma", Default: true, Help: "RDMA ports: counters, every hw_counter, link state, rate, device info and rails from sysfs class/infiniband.", Flags: rdmaFlags, New: newRDMACollector},
 }
