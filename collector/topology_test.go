@@ -138,11 +138,11 @@ func TestPCIPathClass(t *testing.T) {
 		a, b *pciLoc
 		want string
 	}{
-		{loc(0, "pci0000:15/r/u/d1/gpu"), loc(0, "pci0000:15/r/u/d2/nic"), "PIX"},      // one switch
-		{loc(0, "pci0000:15/r/u/d/nic.0"), loc(0, "pci0000:15/r/u/d/nic.1"), "PIX"},    // functions of one card
-		{loc(0, "pci0000:15/r/nic.0"), loc(0, "pci0000:15/r/nic.1"), "PIX"},            // on the root port itself
+		{loc(0, "pci0000:15/r/u/d1/gpu"), loc(0, "pci0000:15/r/u/d2/nic"), "PIX"},       // one switch
+		{loc(0, "pci0000:15/r/u/d/nic.0"), loc(0, "pci0000:15/r/u/d/nic.1"), "PIX"},     // functions of one card
+		{loc(0, "pci0000:15/r/nic.0"), loc(0, "pci0000:15/r/nic.1"), "PIX"},             // on the root port itself
 		{loc(0, "pci0000:15/r/u/d1/u2/d2/gpu"), loc(0, "pci0000:15/r/u/d3/nic"), "PXB"}, // switch below a switch
-		{loc(0, "pci0000:15/r1/u/d/gpu"), loc(0, "pci0000:15/r2/u/d/nic"), "PHB"},      // two root ports
+		{loc(0, "pci0000:15/r1/u/d/gpu"), loc(0, "pci0000:15/r2/u/d/nic"), "PHB"},       // two root ports
 		{loc(0, "pci0000:15/r/gpu"), loc(0, "pci0000:37/r/nic"), "NODE"},
 		{loc(0, "pci0000:15/r/gpu"), loc(1, "pci0000:97/r/nic"), "SYS"},
 		{loc(-1, "pci0000:15/r/gpu"), loc(-1, "pci0000:97/r/nic"), "NODE"}, // no NUMA information at all
