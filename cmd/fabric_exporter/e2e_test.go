@@ -20,9 +20,10 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden file collector/fixtures/e2e-output.txt")
 
 const (
-	goldenPath = "../../collector/fixtures/e2e-output.txt"
-	fixtureSys = "../../collector/fixtures/sys"
-	fixtureEth = "../../collector/fixtures/ethtool"
+	goldenPath  = "../../collector/fixtures/e2e-output.txt"
+	fixtureSys  = "../../collector/fixtures/sys"
+	fixtureEth  = "../../collector/fixtures/ethtool"
+	fixtureProc = "../../collector/fixtures/proc"
 )
 
 var binary string
@@ -147,7 +148,7 @@ func stable(metrics string) string {
 // the output against the golden file; `go test ./cmd/fabric_exporter -update`
 // rewrites it. promtool (Debian's prometheus package) lints the scrape.
 func TestEndToEnd(t *testing.T) {
-	addr, logs := startExporter(t, "--path.sysfs="+fixtureSys, "--collector.pfc.ethtool-fixtures="+fixtureEth)
+	addr, logs := startExporter(t, "--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--collector.pfc.ethtool-fixtures="+fixtureEth)
 	raw := get(t, "http://"+addr+"/metrics")
 	got := stable(raw)
 	if *update {
