@@ -3,13 +3,16 @@ package collector
 import (
 	"bytes"
 	"os"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
+var direntBufs = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
 // scanDir calls fn with the name of every entry of dir (not "." and
-// ".."), read with raw getdents calls into a stack buffer: no allocation
+// ".."), read with raw getdents calls into a pooled buffer: no allocation
 // per entry, for directories listed on every scrape (/proc, sysfs class
 // directories). name is only valid during the call.
 func scanDir(dir string, fn func(name []byte)) error {
@@ -18,7 +21,8 @@ func scanDir(dir string, fn func(name []byte)) error {
 		return &os.PathError{Op: "open", Path: dir, Err: err}
 	}
 	defer unix.Close(fd)
-	var buf [32 << 10]byte
+	buf := direntBufs.Get().(*[32 << 10]byte)
+	defer direntBufs.Put(buf)
 	for {
 		n, err := unix.Getdents(fd, buf[:])
 		if err == syscall.EINTR {

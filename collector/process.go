@@ -55,7 +55,8 @@ func processFlags(app *kingpin.Application, o *Options) {
 
 const (
 	userHZ         = 100                       // USER_HZ: the unit of utime/stime in /proc/PID/stat
-	cmdlineRecheck = 30 * time.Second          // a process's command line is read again after this (setproctitle, exec)
+	cmdlineRecheck = 10 * time.Second          // a process's command line is read again after this (setproctitle, exec),
+	cmdlineMax     = 5 * time.Minute           // then after twice as long each time, up to this
 	nodeRefresh    = time.Minute               // NUMA node CPU lists are re-read after this
 	maxCmdline     = 64 << 10                  // bytes of a command line matched
 	maxEnviron     = 1 << 20                   // bytes of an environment read
@@ -160,7 +161,8 @@ type processCollector struct {
 type procCand struct {
 	gen     uint64
 	match   bool
-	checked time.Time
+	checked time.Time     // zero: check on the next scrape
+	wait    time.Duration // until the next check
 }
 
 type procSel struct {
@@ -308,8 +310,19 @@ func (c *processCollector) Update(ctx context.Context, b *Batch) error {
 			c.cands[pid] = cand
 		}
 		cand.gen = c.gen
-		if c.re != nil && (cand.checked.IsZero() || now.Sub(cand.checked) >= cmdlineRecheck) {
-			cand.match, cand.checked = c.matchCmdline(pid), now
+		if c.re != nil && (cand.checked.IsZero() || now.Sub(cand.checked) >= cand.wait) {
+			// A new process is checked at once, then again after 10 s, 20 s,
+			// 40 s … up to every 5 minutes: titles set by setproctitle
+			// shortly after start are seen, and the command lines of the
+			// host's long-lived processes are not re-read on every scrape.
+			match := c.matchCmdline(pid)
+			switch {
+			case cand.checked.IsZero() || match != cand.match:
+				cand.wait = cmdlineRecheck
+			case cand.wait < cmdlineMax:
+				cand.wait = min(2*cand.wait, cmdlineMax)
+			}
+			cand.match, cand.checked = match, now
 		}
 		if gpu := c.gpuSet[pid]; cand.match || gpu {
 			c.sel = append(c.sel, procSel{pid: pid, byGPU: gpu, byCmd: cand.match})
@@ -778,7 +791,8 @@ func (c *processCollector) refreshNodes(now time.Time) {
 // checkVisibility looks up each rail device's verbs node and rdma_cm under
 // /dev/infiniband in the process's root.
 func (c *processCollector) checkVisibility(st *procState, devices []string) {
-	st.vis = st.vis[:0]
+	old := st.vis
+	st.vis = nil
 	root := st.dir + "/root"
 	rootFD, err := c.openRoot(root)
 	if err != nil {
@@ -795,7 +809,13 @@ func (c *processCollector) checkVisibility(st *procState, devices []string) {
 					c.readError(procFileRoot, root, err)
 				}
 			}
-			st.vis = append(st.vis, procVis{device: dev, node: node, ok: ok, s: c.visible.With(st.pidS, st.comm, dev, node)})
+			v := procVis{device: dev, node: node, ok: ok}
+			if i := len(st.vis); i < len(old) && old[i].device == dev && old[i].node == node {
+				v.s = old[i].s
+			} else {
+				v.s = c.visible.With(st.pidS, st.comm, dev, node)
+			}
+			st.vis = append(st.vis, v)
 		}
 	}
 }

@@ -378,6 +378,35 @@ func TestProcessPIDReuse(t *testing.T) {
 	hasLine(t, out, "fabric_process_selected 2")
 }
 
+// A process renamed by setproctitle after the first look (SGLang's
+// schedulers start as "python3 -c from multiprocessing.spawn import …") is
+// selected on a later scrape: command lines are read again after 10 s,
+// then less and less often.
+func TestProcessSetproctitle(t *testing.T) {
+	proc := copyTree(t, fixtureProc)
+	spawn := "python3\x00-c\x00from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)\x00--multiprocessing-fork\x00"
+	os.WriteFile(filepath.Join(proc, "4311", "cmdline"), []byte(spawn), 0o644)
+	c, _, clk := newTestProcess(t, processOptions(t, proc))
+	out, _ := processScrape(t, c)
+	hasLine(t, out, "fabric_process_selected 2")
+	os.WriteFile(filepath.Join(proc, "4311", "cmdline"), []byte("sglang::scheduler_TP1\x00\x00\x00"), 0o644)
+	clk.advance(5 * time.Second)
+	out, _ = processScrape(t, c)
+	hasLine(t, out, "fabric_process_selected 2")
+	clk.advance(5 * time.Second)
+	out, _ = processScrape(t, c)
+	hasLine(t, out, "fabric_process_selected 3")
+	// Long-lived processes that do not match are re-read less and less often.
+	cand := c.cands[98621]
+	for range 10 {
+		clk.advance(cand.wait)
+		processScrape(t, c)
+	}
+	if cand.wait != cmdlineMax {
+		t.Errorf("recheck interval of a long-lived process %v, want %v", cand.wait, cmdlineMax)
+	}
+}
+
 // numa_maps and /dev/infiniband are read at most every interval; the
 // environment once per process; stat and status on every scrape.
 func TestProcessNumaMapsInterval(t *testing.T) {

@@ -195,56 +195,80 @@ func (m *numaMaps) finish() {
 	m.skip = false
 }
 
-// line adds one mapping: "<addr> <policy> [file=… | heap | stack] [huge]
-// [anon=… dirty=… …] N<node>=<pages>… kernelpagesize_kB=<kB>". Tokens are
-// taken from the end, where the kernel puts the page counts, so a file
-// name with spaces cannot pose as one; a mapping without pages has no
-// kernelpagesize_kB and adds nothing.
+// line adds one mapping: "<addr> <policy> [file=<path> | heap | stack]
+// [huge] [anon=… dirty=… mapped=… …] N<node>=<pages>… kernelpagesize_kB=<kB>".
+// Tokens are taken from the end, where the kernel puts the page counts, so
+// a file name with spaces cannot pose as one; a mapping without pages has
+// no kernelpagesize_kB and adds nothing.
 func (m *numaMaps) line(l []byte) {
 	tok, rest := lastToken(l)
 	kb, ok := cutUint(tok, "kernelpagesize_kB=")
 	if !ok || kb == 0 {
 		return
 	}
-	cat := -1
+	counts := rest
 	for {
 		t, r := lastToken(rest)
-		node, pages, ok := parseNodeCount(t)
-		if !ok {
-			return
-		}
-		if cat < 0 {
-			cat = numaCategory(l)
-		}
-		if node <= maxNumaNode && pages <= (1<<62)/(kb*1024) {
-			for uint64(len(m.bytes)) <= node {
-				m.bytes = append(m.bytes, 0)
-				m.cats = append(m.cats, [numaCategories]uint64{})
-			}
-			v := pages * kb * 1024
-			m.bytes[node] += v
-			m.cats[node][cat] += v
+		if _, _, ok := parseNodeCount(t); !ok {
+			break
 		}
 		rest = r
 	}
+	if len(rest) == len(counts) {
+		return
+	}
+	cat := numaCategory(rest)
+	for len(counts) > len(rest) {
+		var t []byte
+		t, counts = lastToken(counts)
+		node, pages, _ := parseNodeCount(t)
+		if node > maxNumaNode || pages > (1<<62)/(kb*1024) {
+			continue
+		}
+		for uint64(len(m.bytes)) <= node {
+			m.bytes = append(m.bytes, 0)
+			m.cats = append(m.cats, [numaCategories]uint64{})
+		}
+		v := pages * kb * 1024
+		m.bytes[node] += v
+		m.cats[node][cat] += v
+	}
 }
 
-// numaCategory classifies a mapping like numastat -p: the first token that
-// starts with "huge", "heap" or "stack", else private.
+// numaCategory classifies a mapping like numastat -p (huge, heap, stack,
+// else private) from what precedes its page counts: the kernel writes the
+// keyword "huge", "heap" or "stack" just before the anon=/dirty=/… counters.
 func numaCategory(head []byte) int {
-	for len(head) > 0 {
-		var t []byte
-		t, head = firstToken(head)
+	for {
+		t, r := lastToken(head)
 		switch {
+		case len(t) == 0:
+			return numaPrivate
+		case isNumaCounter(t):
+			head = r
+			continue
 		case bytes.HasPrefix(t, []byte("huge")):
 			return numaHuge
 		case bytes.HasPrefix(t, []byte("heap")):
 			return numaHeap
-		case bytes.HasPrefix(t, []byte("stack")):
+		case bytes.HasPrefix(t, []byte("stack")): // "stack:<tid>" before Linux 4.5
 			return numaStack
 		}
+		return numaPrivate
 	}
-	return numaPrivate
+}
+
+// isNumaCounter reports a numa_maps page counter token ("anon=12").
+func isNumaCounter(t []byte) bool {
+	k, _, ok := bytes.Cut(t, []byte("="))
+	if !ok {
+		return false
+	}
+	switch string(k) {
+	case "anon", "dirty", "mapped", "mapmax", "swapcache", "active", "writeback":
+		return true
+	}
+	return false
 }
 
 // parseNodeCount parses "N<node>=<pages>".
