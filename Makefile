@@ -39,7 +39,7 @@ checkmetrics:
 # Run the exporter against the bundled fixture trees: every metric family,
 # no RDMA hardware needed. Then open http://localhost:10470/metrics.
 demo: build
-	./$(BIN) --path.sysfs=collector/fixtures/sys \
+	./$(BIN) --path.sysfs=collector/fixtures/sys --path.procfs=collector/fixtures/proc \
 	  --collector.pfc.ethtool-fixtures=collector/fixtures/ethtool \
 	  --web.listen-address=$(DEMO_ADDR)
 
@@ -48,6 +48,8 @@ update-golden:
 
 fixtures:
 	bash collector/fixtures/build-sys.sh
+	bash collector/fixtures/build-proc.sh
+	bash collector/fixtures/topo/build-topo.sh
 	$(MAKE) update-golden
 
 # In-process benchmarks (go test -bench) and the side-by-side run against
@@ -57,7 +59,7 @@ bench: build
 	$(GO) run ./tools/scrapebench -fabric ./$(BIN)
 
 fuzz:
-	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats; do \
+	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats FuzzParseCPUList FuzzParseNumaMaps FuzzParseProcStat FuzzParseProcStatus FuzzNcclEnv; do \
 	  echo "== $$t"; $(GO) test ./collector -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
 
 clean:
