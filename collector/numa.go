@@ -32,6 +32,8 @@ type numaCollector struct {
 	dir    string
 	reader *sysReader
 	nodes  map[string]*numaNode
+	list   []*numaNode
+	gen    uint64
 	buf    [2 * maxAttrSize]byte
 
 	stats                  [6]*Family
@@ -41,6 +43,7 @@ type numaCollector struct {
 type numaNode struct {
 	id, dir          string
 	num              int
+	gen              uint64
 	stats            [6]*Series
 	memTotal, memFre *Series
 	cpulist          string
@@ -62,30 +65,33 @@ func newNumaCollector(env Env, o *Options) (Collector, error) {
 }
 
 func (c *numaCollector) Update(ctx context.Context, b *Batch) error {
-	names, err := listDir(c.dir, false)
+	c.gen++
+	nodes := c.list[:0]
+	err := scanDir(c.dir, func(name []byte) {
+		if len(name) < 5 || string(name[:4]) != "node" {
+			return
+		}
+		n := c.nodes[string(name[4:])]
+		if n == nil {
+			id, ok := nodeID(string(name))
+			if !ok {
+				return
+			}
+			n = c.newNode(id)
+			c.nodes[id] = n
+		}
+		n.gen = c.gen
+		nodes = append(nodes, n)
+	})
+	c.list = nodes
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("%w: %s does not exist (kernel without NUMA support)", ErrNoData, c.dir)
 		}
 		return fmt.Errorf("listing NUMA nodes: %w", err)
 	}
-	var nodes []*numaNode
-	seen := map[string]bool{}
-	for _, name := range names {
-		id, ok := nodeID(name)
-		if !ok {
-			continue
-		}
-		seen[id] = true
-		n := c.nodes[id]
-		if n == nil {
-			n = c.newNode(id)
-			c.nodes[id] = n
-		}
-		nodes = append(nodes, n)
-	}
 	for id, n := range c.nodes {
-		if !seen[id] {
+		if n.gen != c.gen {
 			c.reader.forgetPrefix(n.dir)
 			delete(c.nodes, id)
 		}
@@ -196,8 +202,11 @@ func (c *numaCollector) collectNode(n *numaNode, b *Batch) {
 func parseNodeMeminfo(raw []byte) (total, free float64, ok bool) {
 	var haveT, haveF bool
 	eachLine(raw, func(line []byte) {
-		f := bytes.Fields(line)
-		if len(f) != 5 || string(f[0]) != "Node" || string(f[4]) != "kB" {
+		var f [6][]byte
+		for i := range f {
+			f[i], line = firstToken(line)
+		}
+		if string(f[0]) != "Node" || string(f[4]) != "kB" || len(f[5]) != 0 {
 			return
 		}
 		v, err := parseSysfsUint(f[3])
