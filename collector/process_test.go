@@ -575,6 +575,20 @@ func TestExistsInRoot(t *testing.T) {
 	if c.noOpenat2 {
 		t.Log("openat2 not available here: existsInRoot used the lstat walk")
 	}
+	// Through the real magic link of this process's root.
+	fd2, err := openRootDir("/proc/self/root")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer syscall.Close(fd2)
+	for rel, w := range map[string]bool{"dev/null": true, "dev": false, "dev/infiniband/no-such-node": false} {
+		if got, err := c.existsInRoot(fd2, "/proc/self/root", rel); err != nil || got != w {
+			t.Errorf("/proc/self/root %s: %v, %v; want %v", rel, got, err, w)
+		}
+		if got, err := lookupInRoot("/proc/self/root", rel); err != nil || got != w {
+			t.Errorf("lookupInRoot /proc/self/root %s: %v, %v; want %v", rel, got, err, w)
+		}
+	}
 }
 
 // TestNumastatSample: the fixture numa_maps of the bash process, summed by
