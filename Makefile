@@ -46,7 +46,7 @@ checkmetrics:
 # Run the exporter against the bundled fixture trees: every metric family,
 # no RDMA hardware needed. Then open http://localhost:10470/metrics.
 demo: build
-	./$(BIN) --path.sysfs=collector/fixtures/sys \
+	./$(BIN) --path.sysfs=collector/fixtures/sys --path.procfs=collector/fixtures/proc \
 	  --collector.pfc.ethtool-fixtures=collector/fixtures/ethtool \
 	  --collector.gpu.fixture=collector/fixtures/gpu/dcgm-8gpu.json \
 	  --web.listen-address=$(DEMO_ADDR)
@@ -60,6 +60,8 @@ update-golden:
 
 fixtures:
 	bash collector/fixtures/build-sys.sh
+	bash collector/fixtures/build-proc.sh
+	bash collector/fixtures/topo/build-topo.sh
 	$(MAKE) update-golden
 
 # Grafana dashboards: rewrite dashboards/json/*.json from dashboards/*.go.
@@ -73,7 +75,7 @@ bench: build
 	$(GO) run ./tools/scrapebench -fabric ./$(BIN)
 
 fuzz:
-	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats; do \
+	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats FuzzParseCPUList FuzzParseNumaMaps FuzzParseProcStat FuzzParseProcStatus FuzzNcclEnv; do \
 	  echo "== $$t"; $(GO) test ./collector -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
 
 clean:

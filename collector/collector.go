@@ -62,8 +62,11 @@ type Spec struct {
 var Specs = []Spec{
 	{Name: "gpu", Default: true, Help: "GPU activity (DCGM profiling fields 1001-1005, 1009, 1010, or NVML GPM), inventory and compute processes.", Flags: gpuFlags, New: newGPUCollector},
 	{Name: "netdev", Default: true, Help: "Network interface statistics, link state and speed from sysfs class/net (rail netdevs and physical NICs).", Flags: netdevFlags, New: newNetdevCollector},
+	{Name: "numa", Default: true, Help: "Per NUMA node: numastat allocation counters, memory total/free and CPUs from sysfs devices/system/node.", New: newNumaCollector},
 	{Name: "pfc", Default: true, Help: "PFC and pause counters, pause storms, PHY discards and vport RDMA bytes from ethtool -S of rail netdevs.", Flags: pfcFlags, New: newPFCCollector},
+	{Name: "process", Default: true, Help: "Serving processes (SGLang by default, and GPU processes): NUMA placement of their memory, CPU, allowed NUMA nodes, allow-listed NCCL environment variables and whether the rail RDMA devices are visible in their container, from /proc.", Flags: processFlags, New: newProcessCollector},
 	{Name: "rdma", Default: true, Help: "RDMA ports: counters, every hw_counter, link state, rate, device info and rails from sysfs class/infiniband.", Flags: rdmaFlags, New: newRDMACollector},
+	{Name: "topology", Default: true, Help: "GPUs, RDMA devices and PCI NICs in the sysfs PCI tree, and the nvidia-smi path class (PIX/PXB/PHB/NODE/SYS) between each GPU and RDMA device and between GPUs.", New: newTopologyCollector},
 }
 
 // SpecByName returns the table row of a collector.

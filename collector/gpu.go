@@ -46,12 +46,11 @@ type gpuCollector struct {
 	bo   gpu.Options
 	make func(gpu.Options) (gpu.Backend, error)
 
-	mu        sync.Mutex
-	backend   gpu.Backend
-	lastTry   time.Time
-	lastErr   error
-	numa      map[string]string // PCI bus ID -> NUMA node ("" = none)
-	pidsCache []int
+	mu      sync.Mutex
+	backend gpu.Backend
+	lastTry time.Time
+	lastErr error
+	numa    map[string]string // PCI bus ID -> NUMA node ("" = none)
 
 	info, proc, source, supported, dcgmUp, util *Family
 	fields                                      [gpu.NumFields]*Family
@@ -114,6 +113,12 @@ func newGPUCollector(env Env, o *Options) (Collector, error) {
 		c.fields[f] = NewFamily(d[0], d[1], gg, "gpu", "uuid")
 	}
 	c.connect(time.Now())
+	// The process collector selects the GPUs' compute processes through
+	// this hook; NewExporter builds collectors in name order, so gpu is set
+	// up before process.
+	if o.GPUPIDs == nil {
+		o.GPUPIDs = c.PIDs
+	}
 	return c, nil
 }
 
@@ -158,7 +163,6 @@ func (c *gpuCollector) Update(_ context.Context, b *Batch) error {
 	b.AddWith(c.source, 1, snap.Source)
 	stale := 3*snap.Interval + time.Second
 	now := time.Now()
-	c.pidsCache = c.pidsCache[:0]
 	for _, d := range snap.Devices {
 		idx := strconv.Itoa(d.Index)
 		b.AddWith(c.info, 1, idx, d.UUID, d.Name, d.PCIBusID, c.numaNode(d.PCIBusID), snap.DriverVersion)
@@ -178,7 +182,6 @@ func (c *gpuCollector) Update(_ context.Context, b *Batch) error {
 		}
 		for _, pid := range d.PIDs {
 			b.AddWith(c.proc, 1, idx, d.UUID, strconv.FormatUint(uint64(pid), 10))
-			c.pidsCache = append(c.pidsCache, int(pid))
 		}
 	}
 	return nil
@@ -204,11 +207,26 @@ func (c *gpuCollector) numaNode(bus string) string {
 	return n
 }
 
-// PIDs returns the compute PIDs seen in the last scrape.
-func (c *gpuCollector) PIDs() []int {
+// PIDs returns the compute PIDs of the backend's latest snapshot (a copy
+// of data sampled in the background: it never waits for the GPU).
+func (c *gpuCollector) PIDs(context.Context) []int {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]int(nil), c.pidsCache...)
+	b := c.backend
+	c.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	snap, err := b.Snapshot()
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, d := range snap.Devices {
+		for _, p := range d.PIDs {
+			out = append(out, int(p))
+		}
+	}
+	return out
 }
 
 // Close stops the backend's samplers.

@@ -280,3 +280,20 @@ func TestGPUH200Capture(t *testing.T) {
 		t.Errorf("the H200 capture has %s, the collector no longer writes it", s)
 	}
 }
+
+// The process collector gets the GPUs' compute PIDs through Options.GPUPIDs.
+func TestGPUPIDsHook(t *testing.T) {
+	d := dev(0, "GPU-a")
+	d.PIDs = []uint32{41872, 41873}
+	o := fixtureOptions(t, fixtureSys)
+	o.GPU.Backend = func(gpu.Options) (gpu.Backend, error) {
+		return &fakeGPU{snap: gpu.Snapshot{Source: "nvml", Interval: time.Second, Devices: []gpu.Device{d}}}, nil
+	}
+	newTestGPU(t, o)
+	if o.GPUPIDs == nil {
+		t.Fatal("GPUPIDs hook not set")
+	}
+	if got := o.GPUPIDs(context.Background()); len(got) != 2 || got[0] != 41872 {
+		t.Errorf("GPUPIDs = %v", got)
+	}
+}

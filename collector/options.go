@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -23,10 +24,20 @@ type Options struct {
 	Rails *Rails
 
 	// Per-collector settings, filled by the flags each Spec registers.
-	GPU    GPUOptions
-	RDMA   RDMAOptions
-	Netdev NetdevOptions
-	PFC    PFCOptions
+	GPU     GPUOptions
+	RDMA    RDMAOptions
+	Netdev  NetdevOptions
+	PFC     PFCOptions
+	Process ProcessOptions
+
+	// GPUPIDs returns the PIDs of the processes running on the host's GPUs
+	// (compute processes, as NVML lists them), for the process collector to
+	// select besides its command-line regexp. It is set by the GPU
+	// collector's setup when a GPU source (NVML) is available and nil
+	// otherwise; it may be called once per scrape, concurrently with other
+	// collectors, and must return quickly (a cached list). PIDs are in the
+	// PID namespace of --path.procfs (the host's, with hostPID).
+	GPUPIDs func(ctx context.Context) []int
 
 	// ScrapeTimeout bounds one scrape's collectors (0 = none).
 	ScrapeTimeout time.Duration

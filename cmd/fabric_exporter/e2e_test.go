@@ -20,10 +20,11 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden file collector/fixtures/e2e-output.txt")
 
 const (
-	goldenPath = "../../collector/fixtures/e2e-output.txt"
-	fixtureSys = "../../collector/fixtures/sys"
-	fixtureEth = "../../collector/fixtures/ethtool"
-	fixtureGPU = "../../collector/fixtures/gpu/dcgm-8gpu.json"
+	goldenPath  = "../../collector/fixtures/e2e-output.txt"
+	fixtureSys  = "../../collector/fixtures/sys"
+	fixtureEth  = "../../collector/fixtures/ethtool"
+	fixtureGPU  = "../../collector/fixtures/gpu/dcgm-8gpu.json"
+	fixtureProc = "../../collector/fixtures/proc"
 )
 
 var binary string
@@ -148,7 +149,7 @@ func stable(metrics string) string {
 // the output against the golden file; `go test ./cmd/fabric_exporter -update`
 // rewrites it. promtool (Debian's prometheus package) lints the scrape.
 func TestEndToEnd(t *testing.T) {
-	addr, logs := startExporter(t, "--path.sysfs="+fixtureSys, "--collector.pfc.ethtool-fixtures="+fixtureEth,
+	addr, logs := startExporter(t, "--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--collector.pfc.ethtool-fixtures="+fixtureEth,
 		"--collector.gpu.fixture="+fixtureGPU)
 	raw := get(t, "http://"+addr+"/metrics")
 	got := stable(raw)
@@ -256,6 +257,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--path.sysfs=" + fixtureSys, "--rail=oops"}, `want NAME=DEVICE[:PORT]`},
 		{[]string{"--collector.rdma.device-include=(", "--path.sysfs=" + fixtureSys}, `device-include`},
 		{[]string{"--no-such-flag"}, "unknown long flag"},
+		{[]string{"--path.sysfs=" + fixtureSys, "--collector.process.cmdline=("}, "collector.process.cmdline"},
+		{[]string{"--path.sysfs=" + fixtureSys, "--collector.process.max=0"}, "collector.process.max"},
 	} {
 		out, err := exec.Command(binary, append(tc.args, "--web.listen-address="+freeAddr(t))...).CombinedOutput()
 		if err == nil {
@@ -289,4 +292,24 @@ func grep(s, sub string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestProcessSecrets runs the binary at debug level on the fixture /proc,
+// whose environments and command lines hold secrets next to NCCL variables:
+// the NCCL variables are exported, no secret reaches the scrape or the log.
+func TestProcessSecrets(t *testing.T) {
+	addr, logs := startExporter(t, "--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--log.level=debug",
+		"--collector.pfc.ethtool-fixtures="+fixtureEth)
+	raw := get(t, "http://"+addr+"/metrics") + get(t, "http://"+addr+"/metrics")
+	if !strings.Contains(raw, `fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_SOCKET_IFNAME",pid="4310",value="eth1"} 1`) {
+		t.Fatalf("no NCCL variables in the scrape:\n%s", grep(raw, "nccl"))
+	}
+	if !strings.Contains(logs.String(), "level=debug") {
+		t.Fatalf("no debug log lines:\n%s", logs)
+	}
+	for _, secret := range []string{"hf_fixtureSECRETtoken9c1eA7", "fixtureSECRETawsKey", "AKIAFIXTURE0EXAMPLE", "sk-fixture-SECRET-apikey-4f9a", "SECRET"} {
+		if strings.Contains(raw, secret) || strings.Contains(logs.String(), secret) {
+			t.Errorf("secret %q in the scrape or the log", secret)
+		}
+	}
 }

@@ -1,0 +1,792 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+)
+
+const fixtureProc = "fixtures/proc"
+
+// fixtureSecrets are the secret values planted in the fixture environments
+// and command lines (collector/fixtures/build-proc.sh).
+var fixtureSecrets = []string{"hf_fixtureSECRETtoken9c1eA7", "fixtureSECRETawsKey+7Hq2/pLx0", "AKIAFIXTURE0EXAMPLE",
+	"sk-fixture-SECRET-apikey-4f9a", "SECRET", "fixture-not-allow-listed", "NCCL_CUMEM_ENABLE", `value="TRACE"`}
+
+type fakeClock struct{ t time.Time }
+
+func (f *fakeClock) now() time.Time          { return f.t }
+func (f *fakeClock) advance(d time.Duration) { f.t = f.t.Add(d) }
+
+func processOptions(t testing.TB, procfs string) *Options {
+	o := fixtureOptions(t, fixtureSys)
+	o.ProcfsPath = procfs
+	o.Process = ProcessOptions{Cmdline: DefaultProcessCmdline, Max: 64, NumaMapsInterval: time.Minute}
+	return o
+}
+
+func newTestProcess(t testing.TB, o *Options) (*processCollector, *Counter, *fakeClock) {
+	t.Helper()
+	env, errs := testEnv()
+	c, err := newProcessCollector(env, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := c.(*processCollector)
+	clk := &fakeClock{t: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
+	pc.now = clk.now
+	return pc, errs, clk
+}
+
+// Values checked by hand against collector/fixtures/proc (build-proc.sh):
+//   - cpu: utime 183245 and stime 40210 ticks of 1/100 s -> 1832.45, 402.1;
+//   - resident: VmRSS 9595060 kB x 1024 = 9825341440 (= stat rss 2398765 pages x 4096);
+//   - numa_maps of 4242: N0 pages 162+698+150+106+1+1+393216+1048576+7424+412+65536
+//     +36864+24576+65536+2+33 = 1643293 x 4096 = 6730928128, N1 2+131072+32768 =
+//     163842 x 4096 = 671096832; of 4310: N0 160860 x 4096 = 658882560, N1 4683915 x
+//     4096 + 512 huge pages x 2048 kB = 20259057664; of 4311: N0 4554947 x 4096 +
+//     512 x 2 MiB = 19730804736 and N1 0 (a node of the host without its memory);
+//   - allowed nodes: 0-191 covers nodes 0 and 1, 48-95,144-191 is node 1;
+//   - NCCL_DEBUG=INFO of 4242 is its first definition (a later TRACE is ignored, as
+//     getenv does), NCCL_CUMEM_ENABLE and NCCL_SOCKET_IFNAME_EXTRA are not allow-listed;
+//   - 4310's root has no dev/infiniband; 4311's uverbs0 is a symlink escaping the root
+//     (to /etc/passwd, present on the host) and its rdma_cm an in-root symlink.
+const processWant = `
+# HELP fabric_process_selected Serving processes reported by the process collector in this scrape (at most --collector.process.max).
+# TYPE fabric_process_selected gauge
+fabric_process_selected 3
+# HELP fabric_process_candidates Processes that matched --collector.process.cmdline or run on a GPU, before the --collector.process.max cap.
+# TYPE fabric_process_candidates gauge
+fabric_process_candidates 3
+# HELP fabric_process_info A reported process and why it was selected (cmdline, gpu or both); comm is its name (/proc/PID/comm).
+# TYPE fabric_process_info gauge
+fabric_process_info{comm="python3",pid="4242",selected_by="cmdline"} 1
+fabric_process_info{comm="sglang::schedul",pid="4310",selected_by="cmdline"} 1
+fabric_process_info{comm="sglang::schedul",pid="4311",selected_by="cmdline"} 1
+# HELP fabric_process_cpu_seconds_total CPU time of the process by mode (user, system), from /proc/PID/stat.
+# TYPE fabric_process_cpu_seconds_total counter
+fabric_process_cpu_seconds_total{comm="python3",mode="system",pid="4242"} 402.1
+fabric_process_cpu_seconds_total{comm="python3",mode="user",pid="4242"} 1832.45
+fabric_process_cpu_seconds_total{comm="sglang::schedul",mode="system",pid="4310"} 3102.84
+fabric_process_cpu_seconds_total{comm="sglang::schedul",mode="user",pid="4310"} 24819.23
+fabric_process_cpu_seconds_total{comm="sglang::schedul",mode="system",pid="4311"} 2988.5
+fabric_process_cpu_seconds_total{comm="sglang::schedul",mode="user",pid="4311"} 23901.14
+# HELP fabric_process_resident_memory_bytes Resident memory of the process (VmRSS).
+# TYPE fabric_process_resident_memory_bytes gauge
+fabric_process_resident_memory_bytes{comm="python3",pid="4242"} 9.82534144e+09
+fabric_process_resident_memory_bytes{comm="sglang::schedul",pid="4310"} 1.8234617856e+10
+fabric_process_resident_memory_bytes{comm="sglang::schedul",pid="4311"} 1.797742592e+10
+# HELP fabric_process_context_switches_total Context switches of the process's main thread by kind (voluntary, nonvoluntary).
+# TYPE fabric_process_context_switches_total counter
+fabric_process_context_switches_total{comm="python3",kind="nonvoluntary",pid="4242"} 20417
+fabric_process_context_switches_total{comm="python3",kind="voluntary",pid="4242"} 1.843921e+06
+fabric_process_context_switches_total{comm="sglang::schedul",kind="nonvoluntary",pid="4310"} 188314
+fabric_process_context_switches_total{comm="sglang::schedul",kind="voluntary",pid="4310"} 9.7002114e+07
+fabric_process_context_switches_total{comm="sglang::schedul",kind="nonvoluntary",pid="4311"} 175201
+fabric_process_context_switches_total{comm="sglang::schedul",kind="voluntary",pid="4311"} 9.5887312e+07
+# HELP fabric_process_major_page_faults_total Major page faults of the process (page reads from disk).
+# TYPE fabric_process_major_page_faults_total counter
+fabric_process_major_page_faults_total{comm="python3",pid="4242"} 412
+fabric_process_major_page_faults_total{comm="sglang::schedul",pid="4310"} 87
+fabric_process_major_page_faults_total{comm="sglang::schedul",pid="4311"} 64
+# HELP fabric_process_numa_memory_bytes Memory of the process on each NUMA node: /proc/PID/numa_maps pages times each mapping's kernelpagesize_kB, summed like numastat -p (refreshed at most every --collector.process.numa-maps-interval).
+# TYPE fabric_process_numa_memory_bytes gauge
+fabric_process_numa_memory_bytes{comm="python3",numa_node="0",pid="4242"} 6.730928128e+09
+fabric_process_numa_memory_bytes{comm="python3",numa_node="1",pid="4242"} 6.71096832e+08
+fabric_process_numa_memory_bytes{comm="sglang::schedul",numa_node="0",pid="4310"} 6.5888256e+08
+fabric_process_numa_memory_bytes{comm="sglang::schedul",numa_node="1",pid="4310"} 2.0259057664e+10
+fabric_process_numa_memory_bytes{comm="sglang::schedul",numa_node="0",pid="4311"} 1.9730804736e+10
+fabric_process_numa_memory_bytes{comm="sglang::schedul",numa_node="1",pid="4311"} 0
+# HELP fabric_process_allowed_numa_nodes_info NUMA nodes whose CPUs the process may run on (Cpus_allowed_list against node*/cpulist), comma-separated.
+# TYPE fabric_process_allowed_numa_nodes_info gauge
+fabric_process_allowed_numa_nodes_info{comm="python3",nodes="0,1",pid="4242"} 1
+fabric_process_allowed_numa_nodes_info{comm="sglang::schedul",nodes="1",pid="4310"} 1
+fabric_process_allowed_numa_nodes_info{comm="sglang::schedul",nodes="0",pid="4311"} 1
+# HELP fabric_process_allowed_memory_numa_nodes_info NUMA nodes the process may allocate memory from (Mems_allowed_list, its cpuset).
+# TYPE fabric_process_allowed_memory_numa_nodes_info gauge
+fabric_process_allowed_memory_numa_nodes_info{comm="python3",nodes="0,1",pid="4242"} 1
+fabric_process_allowed_memory_numa_nodes_info{comm="sglang::schedul",nodes="1",pid="4310"} 1
+fabric_process_allowed_memory_numa_nodes_info{comm="sglang::schedul",nodes="0",pid="4311"} 1
+# HELP fabric_process_nccl_env_info An NCCL variable of the process's environment as it was at exec (/proc/PID/environ). Only an allow-list of NCCL variables is read; nothing else of the environment is exported or logged.
+# TYPE fabric_process_nccl_env_info gauge
+fabric_process_nccl_env_info{comm="python3",name="NCCL_CROSS_NIC",pid="4242",value="0"} 1
+fabric_process_nccl_env_info{comm="python3",name="NCCL_DEBUG",pid="4242",value="INFO"} 1
+fabric_process_nccl_env_info{comm="python3",name="NCCL_IB_GID_INDEX",pid="4242",value="3"} 1
+fabric_process_nccl_env_info{comm="python3",name="NCCL_IB_HCA",pid="4242",value="mlx5_0,mlx5_3"} 1
+fabric_process_nccl_env_info{comm="python3",name="NCCL_SOCKET_IFNAME",pid="4242",value="eth0"} 1
+fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_ALGO",pid="4310",value="Ring"} 1
+fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_DEBUG",pid="4310",value="WARN"} 1
+fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_IB_HCA",pid="4310",value="mlx5_0,mlx5_3"} 1
+fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_IB_TC",pid="4310",value="106"} 1
+fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_NET_GDR_LEVEL",pid="4310",value="PIX"} 1
+fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_PROTO",pid="4310",value="Simple"} 1
+fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_SOCKET_IFNAME",pid="4310",value="eth1"} 1
+fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_DEBUG",pid="4311",value="WARN"} 1
+fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_IB_HCA",pid="4311",value="mlx5_0,mlx5_3"} 1
+fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_SOCKET_IFNAME",pid="4311",value="eth0"} 1
+# HELP fabric_process_rdma_device_visible 1 if the verbs node of a rail's RDMA device (uverbsN, node="" when the host has none) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0.
+# TYPE fabric_process_rdma_device_visible gauge
+fabric_process_rdma_device_visible{comm="python3",device="mlx5_0",node="rdma_cm",pid="4242"} 1
+fabric_process_rdma_device_visible{comm="python3",device="mlx5_0",node="uverbs0",pid="4242"} 1
+fabric_process_rdma_device_visible{comm="python3",device="mlx5_3",node="rdma_cm",pid="4242"} 1
+fabric_process_rdma_device_visible{comm="python3",device="mlx5_3",node="uverbs1",pid="4242"} 1
+fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_0",node="rdma_cm",pid="4310"} 0
+fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_0",node="uverbs0",pid="4310"} 0
+fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_3",node="rdma_cm",pid="4310"} 0
+fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_3",node="uverbs1",pid="4310"} 0
+fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_0",node="rdma_cm",pid="4311"} 1
+fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_0",node="uverbs0",pid="4311"} 0
+fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_3",node="rdma_cm",pid="4311"} 1
+fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_3",node="uverbs1",pid="4311"} 1
+# HELP fabric_process_read_errors_total Reads of /proc/PID files that failed for a reason other than the process having exited: permission denied without root or CAP_SYS_PTRACE, or garbage. Also counted in fabric_scrape_read_errors_total.
+# TYPE fabric_process_read_errors_total counter
+fabric_process_read_errors_total{file="cmdline"} 0
+fabric_process_read_errors_total{file="environ"} 0
+fabric_process_read_errors_total{file="numa_maps"} 0
+fabric_process_read_errors_total{file="root"} 0
+fabric_process_read_errors_total{file="stat"} 0
+fabric_process_read_errors_total{file="status"} 0
+`
+
+func TestProcessFixture(t *testing.T) {
+	c, errs, _ := newTestProcess(t, processOptions(t, fixtureProc))
+	compare(t, c, processWant)
+	compare(t, c, processWant) // cached state gives the same scrape
+	if errs.Value() != 0 {
+		t.Errorf("read errors %v", errs.Value())
+	}
+	// The hand-made lstat walk agrees with openat2(RESOLVE_IN_ROOT).
+	c2, _, _ := newTestProcess(t, processOptions(t, fixtureProc))
+	c2.noOpenat2 = true
+	compare(t, c2, processWant, "fabric_process_rdma_device_visible")
+}
+
+// samples returns "labels value" lines of the named families after one update.
+func processScrape(t testing.TB, c Collector) (string, error) {
+	t.Helper()
+	var b Batch
+	err := c.Update(t.Context(), &b)
+	var out bytes.Buffer
+	if werr := writeText(&out, []*Batch{&b}); werr != nil {
+		t.Fatal(werr)
+	}
+	return out.String(), err
+}
+
+func grepLines(text string, subs ...string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "#") {
+			continue
+		}
+		ok := true
+		for _, s := range subs {
+			ok = ok && strings.Contains(l, s)
+		}
+		if ok && l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func hasLine(t testing.TB, text, line string) {
+	t.Helper()
+	for _, l := range strings.Split(text, "\n") {
+		if l == line {
+			return
+		}
+	}
+	t.Errorf("scrape lacks %q; has:\n%s", line, strings.Join(grepLines(text, strings.SplitN(line, "{", 2)[0]), "\n"))
+}
+
+// GPU PIDs from the gpu collector's hook are selected besides the regexp;
+// a PID the hook names that is not in this procfs (another PID namespace,
+// exited) is ignored.
+func TestProcessGPUPIDs(t *testing.T) {
+	o := processOptions(t, fixtureProc)
+	var calls int
+	o.GPUPIDs = func(ctx context.Context) []int { calls++; return []int{5001, 4310, 99999} }
+	c, errs, _ := newTestProcess(t, o)
+	out, err := processScrape(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`fabric_process_selected 4`, `fabric_process_candidates 4`,
+		`fabric_process_info{comm="python3",pid="5001",selected_by="gpu"} 1`,
+		`fabric_process_info{comm="sglang::schedul",pid="4310",selected_by="cmdline,gpu"} 1`,
+		`fabric_process_info{comm="python3",pid="4242",selected_by="cmdline"} 1`,
+		`fabric_process_nccl_env_info{comm="python3",name="NCCL_DEBUG",pid="5001",value="WARN"} 1`,
+		`fabric_process_numa_memory_bytes{comm="python3",numa_node="1",pid="5001"} 1.34217728e+08`,
+	} {
+		hasLine(t, out, want)
+	}
+	if calls != 1 || errs.Value() != 0 || strings.Contains(out, "99999") {
+		t.Errorf("hook calls %d, read errors %v, 99999 in output %v", calls, errs.Value(), strings.Contains(out, "99999"))
+	}
+}
+
+// Over --collector.process.max, GPU processes win, then the lowest PIDs.
+func TestProcessMax(t *testing.T) {
+	o := processOptions(t, fixtureProc)
+	o.Process.Max = 2
+	o.GPUPIDs = func(context.Context) []int { return []int{4311} }
+	c, _, _ := newTestProcess(t, o)
+	out, _ := processScrape(t, c)
+	hasLine(t, out, "fabric_process_selected 2")
+	hasLine(t, out, "fabric_process_candidates 3")
+	if got := grepLines(out, "fabric_process_info"); len(got) != 2 || !strings.Contains(got[0], `pid="4242"`) || !strings.Contains(got[1], `pid="4311"`) {
+		t.Errorf("selected %v, want 4242 and 4311", got)
+	}
+}
+
+func TestProcessOptions(t *testing.T) {
+	env, _ := testEnv()
+	for _, p := range []ProcessOptions{{Cmdline: "(", Max: 64}, {Max: 0}, {Max: 1, NumaMapsInterval: -time.Second}} {
+		if _, err := newProcessCollector(env, &Options{Process: p}); err == nil {
+			t.Errorf("%+v: no error", p)
+		}
+	}
+	// An empty regexp selects GPU processes only.
+	o := processOptions(t, fixtureProc)
+	o.Process.Cmdline = ""
+	c, _, _ := newTestProcess(t, o)
+	out, _ := processScrape(t, c)
+	hasLine(t, out, "fabric_process_selected 0")
+}
+
+func TestProcessAbsent(t *testing.T) {
+	for _, dir := range []string{filepath.Join(t.TempDir(), "none"), t.TempDir()} {
+		c, _, _ := newTestProcess(t, processOptions(t, dir))
+		if _, err := processScrape(t, c); !errors.Is(err, ErrNoData) {
+			t.Errorf("%s: %v, want ErrNoData", dir, err)
+		}
+	}
+}
+
+// A process that exits between scrapes, or between the listing and the
+// reads, is skipped silently; permission errors are counted per file and
+// the rest of the process is still reported.
+func TestProcessVanishedAndPermissionDenied(t *testing.T) {
+	proc := copyTree(t, fixtureProc)
+	c, errs, _ := newTestProcess(t, processOptions(t, proc))
+	if _, err := processScrape(t, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(proc, "4311")); err != nil {
+		t.Fatal(err)
+	}
+	denied := func(path string) bool {
+		for _, s := range []string{"/4242/environ", "/4242/numa_maps", "/4310/status", "/4310/root"} {
+			if strings.HasSuffix(path, s) {
+				return true
+			}
+		}
+		return false
+	}
+	open := c.open
+	c.open = func(path string) (procFile, error) {
+		if denied(path) {
+			return nil, &os.PathError{Op: "open", Path: path, Err: syscall.EACCES}
+		}
+		if strings.HasSuffix(path, "/5001/cmdline") { // exited between listing and read
+			return nil, &os.PathError{Op: "open", Path: path, Err: syscall.ESRCH}
+		}
+		return open(path)
+	}
+	c.openRoot = func(path string) (int, error) {
+		if denied(path) {
+			return -1, &os.PathError{Op: "open", Path: path, Err: syscall.EACCES}
+		}
+		return openRootDir(path)
+	}
+	c.reader.forgetPrefix(proc)
+	c.reader.open = func(path string) (attrFile, error) {
+		if denied(path) {
+			return nil, &os.PathError{Op: "open", Path: path, Err: syscall.EPERM}
+		}
+		return openFD(path)
+	}
+	// A new process (4242 as a restarted server would be another PID) so that
+	// environ and numa_maps are read again.
+	c.procs = map[int]*procState{}
+	c.cands[5001].checked = time.Time{}
+	out, err := processScrape(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`fabric_process_selected 2`,
+		`fabric_process_read_errors_total{file="environ"} 1`,
+		`fabric_process_read_errors_total{file="numa_maps"} 1`,
+		`fabric_process_read_errors_total{file="status"} 1`,
+		`fabric_process_read_errors_total{file="root"} 1`,
+		`fabric_process_read_errors_total{file="cmdline"} 0`,
+		`fabric_process_cpu_seconds_total{comm="python3",mode="user",pid="4242"} 1832.45`,
+		`fabric_process_rdma_device_visible{comm="python3",device="mlx5_0",node="uverbs0",pid="4242"} 1`,
+		`fabric_process_numa_memory_bytes{comm="sglang::schedul",numa_node="1",pid="4310"} 2.0259057664e+10`,
+	} {
+		hasLine(t, out, want)
+	}
+	for _, absent := range []string{`pid="4311"`, `fabric_process_numa_memory_bytes{comm="python3"`, `fabric_process_nccl_env_info{comm="python3"`,
+		`fabric_process_resident_memory_bytes{comm="sglang::schedul"`, `fabric_process_rdma_device_visible{comm="sglang::schedul"`} {
+		if strings.Contains(out, absent) {
+			t.Errorf("scrape has %s", absent)
+		}
+	}
+	if errs.Value() != 4 {
+		t.Errorf("fabric_scrape_read_errors_total %v, want 4", errs.Value())
+	}
+}
+
+// A PID reused by another process (different starttime) is not reported
+// with the old process's data: it is dropped and its command line checked
+// again.
+func TestProcessPIDReuse(t *testing.T) {
+	proc := copyTree(t, fixtureProc)
+	c, _, clk := newTestProcess(t, processOptions(t, proc))
+	processScrape(t, c)
+	stat := filepath.Join(proc, "4310", "stat")
+	raw, _ := os.ReadFile(stat)
+	if err := os.WriteFile(stat, bytes.Replace(raw, []byte(" 1203511 "), []byte(" 1999999 "), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The new process is a shell.
+	os.WriteFile(filepath.Join(proc, "4310", "cmdline"), []byte("bash\x00"), 0o644)
+	clk.advance(time.Second)
+	out, _ := processScrape(t, c)
+	if strings.Contains(out, `pid="4310"`) {
+		t.Errorf("reused PID reported:\n%s", strings.Join(grepLines(out, `pid="4310"`), "\n"))
+	}
+	clk.advance(time.Second)
+	out, _ = processScrape(t, c)
+	if strings.Contains(out, `pid="4310"`) {
+		t.Errorf("non-matching process at a reused PID reported")
+	}
+	hasLine(t, out, "fabric_process_selected 2")
+}
+
+// A process renamed by setproctitle after the first look (SGLang's
+// schedulers start as "python3 -c from multiprocessing.spawn import …") is
+// selected on a later scrape: command lines are read again after 10 s,
+// then less and less often.
+func TestProcessSetproctitle(t *testing.T) {
+	proc := copyTree(t, fixtureProc)
+	spawn := "python3\x00-c\x00from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)\x00--multiprocessing-fork\x00"
+	os.WriteFile(filepath.Join(proc, "4311", "cmdline"), []byte(spawn), 0o644)
+	c, _, clk := newTestProcess(t, processOptions(t, proc))
+	out, _ := processScrape(t, c)
+	hasLine(t, out, "fabric_process_selected 2")
+	os.WriteFile(filepath.Join(proc, "4311", "cmdline"), []byte("sglang::scheduler_TP1\x00\x00\x00"), 0o644)
+	clk.advance(5 * time.Second)
+	out, _ = processScrape(t, c)
+	hasLine(t, out, "fabric_process_selected 2")
+	clk.advance(5 * time.Second)
+	out, _ = processScrape(t, c)
+	hasLine(t, out, "fabric_process_selected 3")
+	// Long-lived processes that do not match are re-read less and less often.
+	cand := c.cands[98621]
+	for range 10 {
+		clk.advance(cand.wait)
+		processScrape(t, c)
+	}
+	if cand.wait != cmdlineMax {
+		t.Errorf("recheck interval of a long-lived process %v, want %v", cand.wait, cmdlineMax)
+	}
+}
+
+// numa_maps and /dev/infiniband are read at most every interval; the
+// environment once per process; stat and status on every scrape.
+func TestProcessNumaMapsInterval(t *testing.T) {
+	proc := copyTree(t, fixtureProc)
+	o := processOptions(t, proc)
+	c, _, clk := newTestProcess(t, o)
+	processScrape(t, c)
+	os.WriteFile(filepath.Join(proc, "4311", "numa_maps"), []byte("7f1a00000000 default anon=1 dirty=1 N1=1 kernelpagesize_kB=4\n"), 0o644)
+	os.Remove(filepath.Join(proc, "4311", "root/dev/infiniband/uverbs1"))
+	os.WriteFile(filepath.Join(proc, "4311", "environ"), []byte("NCCL_DEBUG=TRACE\x00"), 0o644)
+	statPath := filepath.Join(proc, "4311", "stat")
+	raw, _ := os.ReadFile(statPath)
+	os.WriteFile(statPath, bytes.Replace(raw, []byte(" 2390114 "), []byte(" 2390214 "), 1), 0o644)
+	clk.advance(59 * time.Second)
+	out, _ := processScrape(t, c)
+	hasLine(t, out, `fabric_process_numa_memory_bytes{comm="sglang::schedul",numa_node="0",pid="4311"} 1.9730804736e+10`)
+	hasLine(t, out, `fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_3",node="uverbs1",pid="4311"} 1`)
+	hasLine(t, out, `fabric_process_cpu_seconds_total{comm="sglang::schedul",mode="user",pid="4311"} 23902.14`)
+	clk.advance(time.Second)
+	out, _ = processScrape(t, c)
+	hasLine(t, out, `fabric_process_numa_memory_bytes{comm="sglang::schedul",numa_node="0",pid="4311"} 0`)
+	hasLine(t, out, `fabric_process_numa_memory_bytes{comm="sglang::schedul",numa_node="1",pid="4311"} 4096`)
+	hasLine(t, out, `fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_3",node="uverbs1",pid="4311"} 0`)
+	hasLine(t, out, `fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_DEBUG",pid="4311",value="WARN"} 1`)
+
+	// Interval 0: every scrape.
+	o.Process.NumaMapsInterval = 0
+	c, _, _ = newTestProcess(t, o)
+	processScrape(t, c)
+	os.WriteFile(filepath.Join(proc, "4311", "numa_maps"), []byte("7f1a00000000 default anon=1 dirty=1 N1=2 kernelpagesize_kB=4\n"), 0o644)
+	out, _ = processScrape(t, c)
+	hasLine(t, out, `fabric_process_numa_memory_bytes{comm="sglang::schedul",numa_node="1",pid="4311"} 8192`)
+}
+
+// No secret of a process's environment or command line reaches a metric or
+// a log line, at debug level, through the whole exporter, also when reads
+// fail; the buffers that held them are wiped.
+func TestProcessSecretsNeverExported(t *testing.T) {
+	var logs bytes.Buffer
+	logger := level.NewFilter(log.NewLogfmtLogger(log.NewSyncWriter(&logs)), level.AllowDebug())
+	o := processOptions(t, fixtureProc)
+	o.PFC.EthtoolFixtures = "fixtures/ethtool"
+	var names []string
+	for _, s := range Specs {
+		names = append(names, s.Name)
+	}
+	exp, err := NewExporter(names, o, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	for range 2 {
+		if err := exp.WriteText(&out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Fault injection: every environ and cmdline read fails after a first read.
+	var pc *processCollector
+	for _, nc := range exp.collectors {
+		if p, ok := nc.c.(*processCollector); ok {
+			pc = p
+		}
+	}
+	pc.open = func(path string) (procFile, error) {
+		f, err := openProcFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return &failingFile{f: f, path: path}, nil
+	}
+	pc.procs = map[int]*procState{}
+	for _, cand := range pc.cands {
+		cand.checked = time.Time{}
+	}
+	if err := exp.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `fabric_process_nccl_env_info{comm="python3",name="NCCL_SOCKET_IFNAME",pid="4242",value="eth0"} 1`) {
+		t.Fatalf("no NCCL variables in the scrape")
+	}
+	if !strings.Contains(logs.String(), "level=debug") {
+		t.Fatalf("no debug logs captured")
+	}
+	for _, secret := range fixtureSecrets {
+		if strings.Contains(out.String(), secret) {
+			t.Errorf("secret %q in the metrics", secret)
+		}
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("secret %q in the logs", secret)
+		}
+		if bytes.Contains(pc.envBuf[:cap(pc.envBuf)], []byte(secret)) || bytes.Contains(pc.cmdBuf, []byte(secret)) {
+			t.Errorf("secret %q left in a buffer", secret)
+		}
+	}
+}
+
+// failingFile returns what one read gives, then EIO for environ and cmdline.
+type failingFile struct {
+	f    procFile
+	path string
+	n    int
+}
+
+func (f *failingFile) Read(b []byte) (int, error) {
+	if f.n > 0 && (strings.HasSuffix(f.path, "/environ") || strings.HasSuffix(f.path, "/cmdline")) {
+		return 0, syscall.EIO
+	}
+	n, err := f.f.Read(b)
+	f.n += n
+	return n, err
+}
+
+func (f *failingFile) Close() error { return f.f.Close() }
+
+// existsInRoot (openat2) and lookupInRoot (lstat walk) resolve paths inside
+// a process root the same way, and never outside it.
+func TestExistsInRoot(t *testing.T) {
+	tmp := t.TempDir()
+	root := filepath.Join(tmp, "root")
+	outside := filepath.Join(tmp, "outside")
+	mk := func(p string) {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ln := func(target, p string) {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk(filepath.Join(outside, "uverbs0"))
+	mk(filepath.Join(root, "dev/infiniband/uverbs0"))
+	mk(filepath.Join(root, "run/ib/uverbs9"))
+	os.MkdirAll(filepath.Join(root, "dev/infiniband/uverbs5"), 0o755)
+	ln(outside+"/uverbs0", filepath.Join(root, "dev/infiniband/uverbs1"))                                                    // absolute, escapes
+	ln(strings.Repeat("../", 12)+strings.TrimPrefix(outside, "/")+"/uverbs0", filepath.Join(root, "dev/infiniband/uverbs2")) // relative, escapes
+	ln("/run/ib/uverbs9", filepath.Join(root, "dev/infiniband/uverbs3"))                                                     // absolute, in the root
+	ln("../../run/ib/uverbs9", filepath.Join(root, "dev/infiniband/rdma_cm"))                                                // relative, in the root
+	ln("uverbs4", filepath.Join(root, "dev/infiniband/uverbs4"))                                                             // loop
+	ln("/proc/self/root/"+strings.TrimPrefix(outside, "/")+"/uverbs0", filepath.Join(root, "dev/infiniband/uverbs6"))
+	ln(outside, filepath.Join(root, "dev/ib2")) // a directory outside
+	want := map[string]bool{
+		"dev/infiniband/uverbs0": true, "dev/infiniband/uverbs1": false, "dev/infiniband/uverbs2": false,
+		"dev/infiniband/uverbs3": true, "dev/infiniband/rdma_cm": true, "dev/infiniband/uverbs4": false,
+		"dev/infiniband/uverbs5": false, "dev/infiniband/uverbs6": false, "dev/infiniband/uverbs7": false,
+		"dev/ib2/uverbs0": false, "dev/infiniband/uverbs0/x": false, "../outside/uverbs0": false,
+	}
+	c, _, _ := newTestProcess(t, processOptions(t, fixtureProc))
+	fd, err := openRootDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	for rel, w := range want {
+		got, err := lookupInRoot(root, rel)
+		if err != nil || got != w {
+			t.Errorf("lookupInRoot(%s) = %v, %v; want %v", rel, got, err, w)
+		}
+		got, err = c.existsInRoot(fd, root, rel)
+		if err != nil || got != w {
+			t.Errorf("existsInRoot(%s) = %v, %v; want %v", rel, got, err, w)
+		}
+	}
+	if c.noOpenat2 {
+		t.Log("openat2 not available here: existsInRoot used the lstat walk")
+	}
+	// Through the real magic link of this process's root.
+	fd2, err := openRootDir("/proc/self/root")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer syscall.Close(fd2)
+	for rel, w := range map[string]bool{"dev/null": true, "dev": false, "dev/infiniband/no-such-node": false} {
+		if got, err := c.existsInRoot(fd2, "/proc/self/root", rel); err != nil || got != w {
+			t.Errorf("/proc/self/root %s: %v, %v; want %v", rel, got, err, w)
+		}
+		if got, err := lookupInRoot("/proc/self/root", rel); err != nil || got != w {
+			t.Errorf("lookupInRoot /proc/self/root %s: %v, %v; want %v", rel, got, err, w)
+		}
+	}
+}
+
+// TestNumastatSample: the fixture numa_maps of the bash process, summed by
+// the parser into numastat -p's rows, prints the real sample's table
+// (collector/fixtures/numa_maps/numastat-p-numactl-45-bash-two-nodes.txt).
+func TestNumastatSample(t *testing.T) {
+	raw, err := os.ReadFile("fixtures/proc/98621/numa_maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m numaMaps
+	m.write(raw)
+	m.finish()
+	sample, err := os.ReadFile("fixtures/numa_maps/numastat-p-numactl-45-bash-two-nodes.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb := func(v uint64) string { return fmt.Sprintf("%.2f", float64(v)/(1<<20)) }
+	rows := map[string]int{"Huge": numaHuge, "Heap": numaHeap, "Stack": numaStack, "Private": numaPrivate}
+	checked := 0
+	for _, line := range strings.Split(string(sample), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			continue
+		}
+		var got [3]string
+		if cat, ok := rows[f[0]]; ok {
+			got = [3]string{mb(m.cats[0][cat]), mb(m.cats[1][cat]), mb(m.cats[0][cat] + m.cats[1][cat])}
+		} else if f[0] == "Total" {
+			got = [3]string{mb(m.bytes[0]), mb(m.bytes[1]), mb(m.bytes[0] + m.bytes[1])}
+		} else {
+			continue
+		}
+		checked++
+		if got != [3]string{f[1], f[2], f[3]} {
+			t.Errorf("%s: %v, numastat -p printed %v", f[0], got, f[1:])
+		}
+	}
+	if checked != 5 {
+		t.Errorf("compared %d rows of the sample, want 5", checked)
+	}
+}
+
+// The real numa_maps sample (cubesandbox#272, ends mid-line) sums to
+// N0 = 1+1+11 = 13 pages and N1 = 162+2092+150+106+2+18+2+2+2 = 2536 pages.
+func TestNumaMapsRealSample(t *testing.T) {
+	raw, err := os.ReadFile("fixtures/numa_maps/numa_maps-cubesandbox-272-shim-process.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m numaMaps
+	m.write(raw)
+	m.finish()
+	if len(m.bytes) != 2 || m.bytes[0] != 13*4096 || m.bytes[1] != 2536*4096 {
+		t.Errorf("per node %v, want [%d %d]", m.bytes, 13*4096, 2536*4096)
+	}
+	if m.cats[0][numaHeap] != 11*4096 || m.cats[1][numaHeap] != 18*4096 {
+		t.Errorf("heap %d %d", m.cats[0][numaHeap], m.cats[1][numaHeap])
+	}
+}
+
+func TestNumaMapsEdgeCases(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []uint64
+	}{
+		// 1 GiB huge pages: numastat would multiply by the default huge page size.
+		{"7f0000000000 default file=/dev/hugepages1G/kv huge dirty=2 N1=2 kernelpagesize_kB=1048576\n", []uint64{0, 2 << 30}},
+		// A file name with spaces that looks like counts: only the trailing counts count.
+		{"7f0000000000 default file=/tmp/kv N0=999 cache mapped=4 N1=4 kernelpagesize_kB=4\n", []uint64{0, 4 * 4096}},
+		// CRLF, tabs, no trailing newline, a line without pages, garbage.
+		{"1 default anon=1 N0=1 kernelpagesize_kB=4\r\n2 default\n3 interleave:0-1 N0=x kernelpagesize_kB=4\n4 default N0=3\tkernelpagesize_kB=4", []uint64{4 * 4096}},
+		{"5 default N7=1 kernelpagesize_kB=4\n6 default N2000=1 kernelpagesize_kB=4\n", []uint64{0, 0, 0, 0, 0, 0, 0, 4096}},
+		{"", nil},
+	} {
+		var m numaMaps
+		m.write([]byte(tc.in))
+		m.finish()
+		if fmt.Sprint(m.bytes) != fmt.Sprint(tc.want) {
+			t.Errorf("%q: %v, want %v", tc.in, m.bytes, tc.want)
+		}
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	s, err := parseProcStat([]byte("77 (a) b (c)) S 1 77 77 0 -1 4194560 10 0 5 0 300 200 0 0 20 0 3 0 999 1000 42 18446744073709551615\n"))
+	if err != nil || string(s.comm) != "a) b (c)" || s.majflt != 5 || s.utime != 300 || s.stime != 200 || s.numThreads != 3 || s.starttime != 999 || s.rssPage != 42 {
+		t.Errorf("%+v %v", s, err)
+	}
+	for _, bad := range []string{"", "1 (x S 1", "1 (x) S 1 2 3", "1 (x) S 1 1 1 0 -1 0 0 0 z 0 1 1 0 0 20 0 1 0 1 1 1"} {
+		if _, err := parseProcStat([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestParseProcStatus(t *testing.T) {
+	raw, _ := os.ReadFile("fixtures/proc/4310/status")
+	s, err := parseProcStatus(raw)
+	if err != nil || !s.hasRSS || s.vmRSS != 17807244*1024 || !s.hasCtx || s.volCtx != 97002114 || s.nonvolCtx != 188314 ||
+		string(s.cpusAllowed) != "48-95,144-191" || string(s.memsAllow) != "1" {
+		t.Errorf("%+v %v", s, err)
+	}
+	// A kernel thread: no VmRSS.
+	s, err = parseProcStatus([]byte("Name:\tkworker/0:1\nCpus_allowed_list:\t0\nvoluntary_ctxt_switches:\t5\nnonvoluntary_ctxt_switches:\t0\n"))
+	if err != nil || s.hasRSS || !s.hasCtx {
+		t.Errorf("kernel thread: %+v %v", s, err)
+	}
+	if _, err := parseProcStatus([]byte("VmRSS:\tlots kB\n")); err == nil {
+		t.Error("garbage VmRSS: no error")
+	}
+}
+
+func TestNcclEnv(t *testing.T) {
+	env := "HF_TOKEN=hf_x\x00NCCL_IB_HCA==mlx5_0\x00NCCL_DEBUG=INFO\x00NCCL_DEBUG=TRACE\x00NCCL_DEBUGX=1\x00nccl_debug=x\x00NCCL_NET\x00NCCL_NET=IB\x00NCCL_ALGO=" + strings.Repeat("R", 2000)
+	var got []string
+	ncclEnv([]byte(env), func(name string, value []byte) {
+		got = append(got, name+"="+strconv.Itoa(len(value))+":"+string(value[:min(len(value), 8)]))
+	})
+	want := []string{"NCCL_IB_HCA=7:=mlx5_0", "NCCL_DEBUG=4:INFO", "NCCL_NET=2:IB", "NCCL_ALGO=1024:RRRRRRRR"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("%v, want %v", got, want)
+	}
+}
+
+// FuzzParseNumaMaps: no panic; feeding the text in chunks of any size gives
+// the same sums as feeding it at once; the categories add up to the totals.
+func FuzzParseNumaMaps(f *testing.F) {
+	for _, p := range []string{"fixtures/numa_maps/numa_maps-cubesandbox-272-shim-process.txt", "fixtures/proc/4310/numa_maps", "fixtures/proc/98621/numa_maps"} {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw, uint8(7))
+	}
+	f.Add([]byte("7f00 default huge N1=2 kernelpagesize_kB=1048576"), uint8(1))
+	f.Fuzz(func(t *testing.T, in []byte, chunk uint8) {
+		var whole, parts numaMaps
+		whole.write(in)
+		whole.finish()
+		n := int(chunk) + 1
+		for i := 0; i < len(in); i += n {
+			parts.write(in[i:min(i+n, len(in))])
+		}
+		parts.finish()
+		if fmt.Sprint(whole.bytes) != fmt.Sprint(parts.bytes) || fmt.Sprint(whole.cats) != fmt.Sprint(parts.cats) {
+			t.Fatalf("chunks of %d: %v, whole: %v", n, parts.bytes, whole.bytes)
+		}
+		for node, v := range whole.bytes {
+			var sum uint64
+			for _, c := range whole.cats[node] {
+				sum += c
+			}
+			if sum != v {
+				t.Fatalf("node %d: categories %d, total %d", node, sum, v)
+			}
+		}
+	})
+}
+
+// FuzzParseProcStat: no panic; comm is what lies between the first '(' and
+// the last ')'.
+func FuzzParseProcStat(f *testing.F) {
+	raw, _ := os.ReadFile("fixtures/proc/4242/stat")
+	f.Add(raw)
+	f.Add([]byte("1 (a) b) S 0"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		s, err := parseProcStat(in)
+		if err == nil && !bytes.Contains(in, append(append([]byte("("), s.comm...), ')')) {
+			t.Fatalf("comm %q not in %q", s.comm, in)
+		}
+	})
+}
+
+// FuzzParseProcStatus: no panic.
+func FuzzParseProcStatus(f *testing.F) {
+	raw, _ := os.ReadFile("fixtures/proc/4242/status")
+	f.Add(raw)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		_, _ = parseProcStatus(in)
+	})
+}
+
+// FuzzNcclEnv: only allow-listed names come out, each once, with a value
+// taken from the input after "NAME=".
+func FuzzNcclEnv(f *testing.F) {
+	raw, _ := os.ReadFile("fixtures/proc/4242/environ")
+	f.Add(raw)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		seen := map[string]bool{}
+		ncclEnv(in, func(name string, value []byte) {
+			if seen[name] || !contains(ncclEnvAllowed[:], name) {
+				t.Fatalf("name %q (seen %v)", name, seen[name])
+			}
+			seen[name] = true
+			if !bytes.Contains(in, append([]byte(name+"="), value...)) {
+				t.Fatalf("%s: value %q not in the input", name, value)
+			}
+		})
+	})
+}
