@@ -26,6 +26,7 @@ type Options struct {
 	RDMA   RDMAOptions
 	Netdev NetdevOptions
 	PFC    PFCOptions
+	NCCL   NCCLOptions
 
 	// ScrapeTimeout bounds one scrape's collectors (0 = none).
 	ScrapeTimeout time.Duration
