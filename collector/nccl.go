@@ -54,6 +54,7 @@ const (
 	maxNCCLEnv          = 64  // environment variables per process
 	maxNCCLGDRDisabled  = 64  // GDR-disabled lines per process
 	ncclMinPollInterval = 10 * time.Millisecond
+	ncclCacheBits       = 8
 )
 
 type ncclConn struct {
@@ -71,6 +72,7 @@ type ncclKV struct {
 // ncclProc is the state of one NCCL process.
 type ncclProc struct {
 	host, pid string
+	pidNum    uint64
 	key       string
 	local     bool // host is this machine and pid is numeric
 	gone      bool // expired or evicted: caches must not use it
@@ -110,6 +112,9 @@ type ncclCollector struct {
 	procs    map[string]*ncclProc
 	sorted   []*ncclProc // by key; nil when it must be rebuilt
 	keyBuf   []byte
+	cache    [1 << ncclCacheBits]*ncclProc // by pid number (lookup)
+	pl       ncclLine                      // the line being parsed
+	ev       ncclEvent                     // its event
 	lines    float64
 	unparsed float64
 	bytes    float64
@@ -269,7 +274,8 @@ func (c *ncclCollector) dropped(f *ncclFile) {
 
 func (c *ncclCollector) line(f *ncclFile, line []byte) {
 	c.lines++
-	l := parseNCCLLine(line)
+	l := &c.pl
+	parseNCCLLineTo(line, l)
 	var p *ncclProc
 	switch l.kind {
 	case ncclNotNCCL:
@@ -282,7 +288,7 @@ func (c *ncclCollector) line(f *ncclFile, line []byte) {
 		}
 		return
 	}
-	p = c.lookup(f, l.host, l.pid)
+	p = c.lookup(l)
 	if p == nil {
 		return
 	}
@@ -292,7 +298,8 @@ func (c *ncclCollector) line(f *ncclFile, line []byte) {
 	case ncclWarn:
 		p.warnings++
 	case ncclInfo:
-		c.apply(p, classifyNCCLMessage(l.msg))
+		classifyNCCLMessageTo(l.msg, &c.ev)
+		c.apply(p, &c.ev)
 	}
 }
 
@@ -318,8 +325,12 @@ const maxNCCLTags = 256
 
 func (f *ncclFile) remember(tag []byte, p *ncclProc) {
 	f.last = p
-	if len(tag) == 0 {
+	if len(tag) == 0 || p == f.tagProc && string(tag) == string(f.tag[:f.tagLen]) {
 		return
+	}
+	f.tagProc, f.tagLen = nil, 0
+	if len(tag) <= len(f.tag) {
+		f.tagProc, f.tagLen = p, copy(f.tag[:], tag)
 	}
 	if f.byTag == nil {
 		f.byTag = map[string]*ncclProc{}
@@ -333,12 +344,24 @@ func (f *ncclFile) remember(tag []byte, p *ncclProc) {
 	f.byTag[string(tag)] = p
 }
 
-// lookup returns the process of host and pid, creating it (and evicting
+// lookup returns the process of a header line, creating it (and evicting
 // the least recently logged one when the table is full).
-func (c *ncclCollector) lookup(f *ncclFile, host, pid []byte) *ncclProc {
-	if p := f.last; p != nil && !p.gone && string(host) == p.host && string(pid) == p.pid {
+func (c *ncclCollector) lookup(l *ncclLine) *ncclProc {
+	host, pid := l.host, l.pid
+	// A direct-mapped cache by numeric pid spares hashing the key.
+	n, numeric := l.pidNum, l.pidNumOK
+	slot := &c.cache[(n*0x9E3779B97F4A7C15)>>(64-ncclCacheBits)]
+	if p := *slot; numeric && p != nil && p.pidNum == n && !p.gone && string(host) == p.host {
 		return p
 	}
+	p := c.lookupMap(host, pid)
+	if numeric {
+		*slot = p
+	}
+	return p
+}
+
+func (c *ncclCollector) lookupMap(host, pid []byte) *ncclProc {
 	c.keyBuf = append(append(append(c.keyBuf[:0], host...), 0), pid...)
 	if p, ok := c.procs[string(c.keyBuf)]; ok {
 		return p
@@ -354,6 +377,7 @@ func (c *ncclCollector) lookup(f *ncclFile, host, pid []byte) *ncclProc {
 		c.evictOldest()
 	}
 	p := &ncclProc{host: string(host), pid: string(pid), key: string(c.keyBuf)}
+	p.pidNum, _ = pidNumber(pid)
 	p.local = isDigits(pid) && sameHost(p.host, c.hostname)
 	p.warnS = c.warnings.With(p.host, p.pid)
 	p.lastS = c.lastLog.With(p.host, p.pid)
@@ -417,7 +441,7 @@ func sameHost(a, b string) bool {
 }
 
 // apply records what one INFO message says about p.
-func (c *ncclCollector) apply(p *ncclProc, ev ncclEvent) {
+func (c *ncclCollector) apply(p *ncclProc, ev *ncclEvent) {
 	switch ev.kind {
 	case ncclEvNet:
 		c.setNet(p, ev.name, ev.level)

@@ -39,12 +39,16 @@ type ncclLine struct {
 	// msg is the message after the level, or the version of a bare
 	// version line.
 	msg []byte
+	// pidNum is the value of pid when pidNumOK (a numeric pid).
+	pidNum   uint64
+	pidNumOK bool
 }
 
 const (
-	maxNCCLPidLen  = 32 // longer "pids" are not NCCL headers
-	maxNCCLDevLen  = 16 // "[cudaDev]" token
-	maxNCCLSkipTok = 2  // tokens between "[cudaDev]" and "NCCL WARN|TRACE"
+	maxNCCLPidLen    = 32 // longer "pids" are not NCCL headers
+	maxNCCLPidNumLen = 18 // digits of a pid that fit in a uint64
+	maxNCCLDevLen    = 16 // "[cudaDev]" token
+	maxNCCLSkipTok   = 2  // tokens between "[cudaDev]" and "NCCL WARN|TRACE"
 )
 
 var (
@@ -59,7 +63,52 @@ var (
 
 // parseNCCLLine classifies one line (without its '\n').
 func parseNCCLLine(line []byte) ncclLine {
+	var l ncclLine
+	parseNCCLLineTo(line, &l)
+	return l
+}
+
+// parseNCCLLineTo is parseNCCLLine writing into l.
+func parseNCCLLineTo(line []byte, l *ncclLine) {
 	line = trimRightSpace(line)
+	if parseNCCLPlain(line, l) {
+		return
+	}
+	// Two common prefixes without the general search: Open MPI's
+	// "[1,0]<stdout>:" and a quote "> ".
+	if len(line) > 2 && line[0] == '[' {
+		if k := bytes.Index(line[:min(len(line), 40)], mpiStream); k > 0 {
+			if c := bytes.IndexByte(line[k:], ':'); c > 0 && c < 10 && parseNCCLPlain(line[k+c+1:], l) {
+				l.tag = line[:k+1]
+				return
+			}
+		}
+	} else if len(line) > 2 && line[0] == '>' && line[1] == ' ' && parseNCCLPlain(line[2:], l) {
+		return
+	}
+	*l = parseNCCLGeneral(line)
+	l.pidNum, l.pidNumOK = pidNumber(l.pid)
+}
+
+// pidNumber returns the value of a numeric pid of at most
+// maxNCCLPidNumLen digits.
+func pidNumber(pid []byte) (uint64, bool) {
+	if len(pid) == 0 || len(pid) > maxNCCLPidNumLen {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range pid {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
+}
+
+// parseNCCLGeneral finds the level marker anywhere and reads the header
+// backwards from it.
+func parseNCCLGeneral(line []byte) ncclLine {
 	from := 0
 	for {
 		j := bytes.Index(line[from:], ncclMarker)
@@ -98,6 +147,65 @@ func parseNCCLLine(line []byte) ncclLine {
 		l.msg = trimRayRepeated(msg)
 		return l
 	}
+}
+
+// parseNCCLPlain is the fast path for a line as NCCL writes it, without a
+// prefix: "host:pid:tid [dev] NCCL INFO|WARN message". Anything else goes
+// the general way.
+func parseNCCLPlain(line []byte, l *ncclLine) bool {
+	// One forward pass: host characters up to ':', digits up to ':',
+	// digits up to ' ', then "[dev] NCCL INFO|WARN".
+	i := bytes.IndexByte(line, ':')
+	if i <= 0 || !allHostChars(line[:i]) {
+		return false
+	}
+	host := line[:i]
+	i++
+	ps := i
+	var n uint64
+	for i < len(line) && line[i] >= '0' && line[i] <= '9' {
+		n = n*10 + uint64(line[i]-'0')
+		i++
+	}
+	if i == ps || i-ps > maxNCCLPidNumLen || i == len(line) || line[i] != ':' {
+		return false
+	}
+	pid := line[ps:i]
+	i++
+	ts := i
+	for i < len(line) && line[i] >= '0' && line[i] <= '9' {
+		i++
+	}
+	if i == ts || i+2 >= len(line) || line[i] != ' ' || line[i+1] != '[' {
+		return false
+	}
+	i += 2
+	ds := i
+	for i < len(line) && line[i] != ']' && i-ds < maxNCCLDevLen {
+		i++
+	}
+	rest := line[i:]
+	if len(rest) < 11 || rest[0] != ']' || string(rest[1:7]) != " NCCL " {
+		return false
+	}
+	switch string(rest[7:11]) {
+	case "INFO":
+		l.kind = ncclInfo
+	case "WARN":
+		l.kind = ncclWarn
+	default:
+		return false
+	}
+	msg := rest[11:]
+	if len(msg) > 0 {
+		if msg[0] != ' ' {
+			return false
+		}
+		msg = msg[1:]
+	}
+	l.host, l.pid, l.tag, l.msg = host, pid, nil, trimRayRepeated(msg)
+	l.pidNum, l.pidNumOK = n, true
+	return true
 }
 
 // hasWord reports whether b starts with w followed by a space or the end.
@@ -156,7 +264,7 @@ func parseNCCLHeader(line []byte, end int) (ncclLine, bool) {
 		}
 	}
 	k := len(hostField)
-	for k > 0 && isHostChar(hostField[k-1]) {
+	for k > 0 && hostChars[hostField[k-1]] != 0 {
 		k--
 	}
 	host := hostField[k:]
@@ -204,7 +312,7 @@ func ncclTag(prefix []byte) []byte {
 // trimRayRepeated drops Ray's log deduplication suffix
 // " [repeated 3x across cluster]".
 func trimRayRepeated(msg []byte) []byte {
-	if !bytes.HasSuffix(msg, rayRepeated) {
+	if len(msg) == 0 || msg[len(msg)-1] != ']' || !bytes.HasSuffix(msg, rayRepeated) {
 		return msg
 	}
 	if i := bytes.LastIndex(msg, rayRepeatedStart); i >= 0 {
@@ -239,8 +347,34 @@ func isDigits(b []byte) bool {
 	return true
 }
 
-func isHostChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_'
+func isHostChar(c byte) bool { return hostChars[c] != 0 }
+
+// hostChars is 1 for the characters of a host name.
+var hostChars = func() (t [256]uint8) {
+	for c := range t {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' {
+			t[c] = 1
+		}
+	}
+	return t
+}()
+
+// allHostChars reports whether every byte of b is a host name character,
+// eight bytes per branch (host names of Kubernetes pods are long).
+func allHostChars(b []byte) bool {
+	for len(b) >= 8 {
+		if hostChars[b[0]]&hostChars[b[1]]&hostChars[b[2]]&hostChars[b[3]]&
+			hostChars[b[4]]&hostChars[b[5]]&hostChars[b[6]]&hostChars[b[7]] == 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if hostChars[c] == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Messages.
@@ -286,7 +420,6 @@ var (
 	msgChannel      = []byte("Channel ")
 	msgRing         = []byte("Ring ")
 	msgVia          = []byte(" via ")
-	msgArrow        = []byte(" -> ")
 	msgSetByEnv     = []byte(" set by environment to ")
 	msgNCCLVersion  = []byte("NCCL version ")
 	msgUsing        = []byte("Using")
@@ -301,33 +434,47 @@ var (
 
 // classifyNCCLMessage extracts the fact an INFO message carries, if any.
 func classifyNCCLMessage(msg []byte) ncclEvent {
+	var ev ncclEvent
+	classifyNCCLMessageTo(msg, &ev)
+	return ev
+}
+
+// classifyNCCLMessageTo is classifyNCCLMessage writing into ev (the
+// collector reuses one event: no copies of the struct per line).
+func classifyNCCLMessageTo(msg []byte, ev *ncclEvent) {
+	ev.kind = ncclEvNone
 	if len(msg) == 0 {
-		return ncclEvent{}
+		return
 	}
 	switch msg[0] {
 	case 'C':
 		if bytes.HasPrefix(msg, msgChannel) {
-			return parseConnection(msg)
+			parseConnection(msg, ev)
+			return
 		}
 	case 'R':
 		if bytes.HasPrefix(msg, msgRing) {
-			return parseConnection(msg)
+			parseConnection(msg, ev)
+			return
 		}
 	case 'U':
 		if bytes.HasPrefix(msg, msgUsingNetwork) {
 			if name := trimLeftSpace(msg[len(msgUsingNetwork):]); len(name) > 0 {
-				return ncclEvent{kind: ncclEvNet, level: ncclNetFromUsing, name: name}
+				*ev = ncclEvent{kind: ncclEvNet, level: ncclNetFromUsing, name: name}
+				return
 			}
 		}
 	case 'A':
 		if bytes.HasPrefix(msg, msgAssigned) && bytes.HasSuffix(msg, msgToComm) {
 			if name := msg[len(msgAssigned) : len(msg)-len(msgToComm)]; len(name) > 0 {
-				return ncclEvent{kind: ncclEvNet, level: ncclNetFromUsing, name: name}
+				*ev = ncclEvent{kind: ncclEvNet, level: ncclNetFromUsing, name: name}
+				return
 			}
 		}
 	case 'N':
 		if bytes.HasPrefix(msg, msgNET) {
-			return parseNETMessage(msg)
+			parseNETMessage(msg, ev)
+			return
 		}
 		if bytes.HasPrefix(msg, msgNCCLVersion) {
 			v := msg[len(msgNCCLVersion):]
@@ -335,24 +482,25 @@ func classifyNCCLMessage(msg []byte) ncclEvent {
 				v = v[:i]
 			}
 			if len(v) > 0 && v[0] >= '0' && v[0] <= '9' {
-				return ncclEvent{kind: ncclEvVersion, name: v}
+				*ev = ncclEvent{kind: ncclEvVersion, name: v}
+				return
 			}
-			return ncclEvent{}
+			return
 		}
 		if i := bytes.Index(msg, msgSetByEnv); i > len("NCCL_") && bytes.HasPrefix(msg, msgNCCLPrefix) {
 			name := msg[:i]
 			if bytes.IndexByte(name, ' ') >= 0 {
-				return ncclEvent{}
+				return
 			}
 			v := msg[i+len(msgSetByEnv):]
 			// Integer parameters end with a period ("… to 1."), strings do not.
 			if len(v) > 1 && v[len(v)-1] == '.' && isInteger(v[:len(v)-1]) {
 				v = v[:len(v)-1]
 			}
-			return ncclEvent{kind: ncclEvEnv, name: name, value: v}
+			*ev = ncclEvent{kind: ncclEvEnv, name: name, value: v}
+			return
 		}
 	}
-	return ncclEvent{}
 }
 
 func isInteger(b []byte) bool {
@@ -364,16 +512,19 @@ func isInteger(b []byte) bool {
 
 // parseConnection reads "Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA"
 // (and the older "Ring 00 : 15 -> 0 [receive] via NET/Socket/0").
-func parseConnection(msg []byte) ncclEvent {
+func parseConnection(msg []byte, ev *ncclEvent) {
 	i := bytes.Index(msg, msgVia)
-	if i < 0 || bytes.Index(msg[:i], msgArrow) < 0 {
-		return ncclEvent{}
+	if i < 0 {
+		return
+	}
+	if a := bytes.IndexByte(msg[:i], '>'); a < 1 || msg[a-1] != '-' {
+		return // not "a -> b"
 	}
 	t := trimLeftSpace(msg[i+len(msgVia):])
 	if len(t) == 0 {
-		return ncclEvent{}
+		return
 	}
-	ev := ncclEvent{kind: ncclEvConnection}
+	ev.gdr, ev.net = false, nil
 	switch {
 	case bytes.HasPrefix(t, msgNET):
 		// NET/<name>/<dev>[(<proxy rank>)][/GDRDMA[(PCI)]][/Shared]
@@ -382,7 +533,7 @@ func parseConnection(msg []byte) ncclEvent {
 			name = name[:k]
 		}
 		if len(name) == 0 {
-			return ncclEvent{}
+			return
 		}
 		ev.name = t[:len(msgNET)+len(name)]
 		ev.gdr = bytes.Contains(t[len(ev.name):], msgGDRDMA)
@@ -404,20 +555,20 @@ func parseConnection(msg []byte) ncclEvent {
 		}
 		ev.name = t
 	}
-	return ev
+	ev.kind = ncclEvConnection
 }
 
 // parseNETMessage reads the "NET/<name> : …" messages of the network
 // transports: device lists and GPU Direct RDMA status.
-func parseNETMessage(msg []byte) ncclEvent {
+func parseNETMessage(msg []byte, ev *ncclEvent) {
 	rest := msg[len(msgNET):]
 	sep := bytes.IndexByte(rest, ':')
 	if sep <= 0 {
-		return ncclEvent{}
+		return
 	}
 	net := trimRightSpace(rest[:sep])
 	if len(net) == 0 || bytes.IndexByte(net, ' ') >= 0 {
-		return ncclEvent{}
+		return
 	}
 	body := trimLeftSpace(rest[sep+1:])
 	switch {
@@ -430,29 +581,26 @@ func parseNETMessage(msg []byte) ncclEvent {
 		if string(net) == "Socket" {
 			kind = ncclEvSocketIfs
 		}
-		return ncclEvent{kind: kind, name: net, list: list}
+		*ev = ncclEvent{kind: kind, name: net, list: list}
 	case bytes.HasPrefix(body, msgGDRDisabled):
 		// "… for HCA 1 'mlx5_1' (no module)", "… for HCA 0 'lo'"
 		d := body[len(msgGDRDisabled):]
-		ev := ncclEvent{kind: ncclEvGDRDisabled, net: net}
 		q := bytes.IndexByte(d, '\'')
 		if q < 0 {
-			return ncclEvent{}
+			return
 		}
 		e := bytes.IndexByte(d[q+1:], '\'')
 		if e < 0 {
-			return ncclEvent{}
+			return
 		}
-		ev.name = d[q+1 : q+1+e]
+		*ev = ncclEvent{kind: ncclEvGDRDisabled, net: net, name: d[q+1 : q+1+e]}
 		r := d[q+1+e+1:]
 		if o := bytes.IndexByte(r, '('); o >= 0 {
 			if c := bytes.LastIndexByte(r, ')'); c > o {
 				ev.value = r[o+1 : c]
 			}
 		}
-		return ev
 	}
-	return ncclEvent{}
 }
 
 // forEachNCCLListItem calls fn for every "[i]item" of a "NET/… : Using"

@@ -34,7 +34,7 @@ import (
 
 const (
 	maxNCCLLine    = 64 << 10  // longest line kept
-	ncclReadBuf    = 256 << 10 // bytes read per system call and parsed per lock
+	ncclReadBuf    = 128 << 10 // bytes read per system call and parsed per lock
 	ncclFingerLen  = 256       // bytes of a file's start that identify it
 	keptPartialCap = 4 << 10   // partial-line buffers larger than this are freed once empty
 )
@@ -56,8 +56,11 @@ type ncclFile struct {
 
 	// Attribution of bare "NCCL version" lines: the process of the latest
 	// header line, by stream tag.
-	last  *ncclProc
-	byTag map[string]*ncclProc
+	last    *ncclProc
+	byTag   map[string]*ncclProc
+	tag     [16]byte  // the tag of the latest tagged line…
+	tagLen  int       //
+	tagProc *ncclProc // …and its process (spares the map for runs of one stream)
 }
 
 // lineSink consumes the lines of one chunk. begin and end bracket a chunk
@@ -216,7 +219,7 @@ func (f *ncclFile) restart() {
 	f.partial = f.partial[:0]
 	f.dropping = false
 	f.fingerN = 0
-	f.last = nil
+	f.last, f.tagProc, f.tagLen = nil, nil, 0
 	f.byTag = nil
 }
 

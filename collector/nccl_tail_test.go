@@ -419,3 +419,45 @@ func TestNCCLReadError(t *testing.T) {
 		t.Errorf("read errors %v", errs.Value())
 	}
 }
+
+// BenchmarkNCCLParse: splitting, parsing and recording the real sample
+// lines, in memory (no file system).
+func BenchmarkNCCLParse(b *testing.B) {
+	body := ncclSampleBody(b)
+	var sb strings.Builder
+	for sb.Len() < 4<<20 {
+		sb.WriteString(body)
+	}
+	data := []byte(sb.String())
+	c := newTestNCCL(b, NCCLOptions{LogPaths: []string{"unused"}})
+	f := &ncclFile{}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		for off := 0; off < len(data); off += ncclReadBuf {
+			chunk := data[off:min(off+ncclReadBuf, len(data))]
+			c.begin(f)
+			c.tailer.feed(f, chunk)
+			c.end(f, len(chunk))
+		}
+	}
+}
+
+// BenchmarkNCCLFollowFile: the follower reading a 64 MiB log from the page
+// cache (tools/ncclbench measures 1 GB against grep).
+func BenchmarkNCCLFollowFile(b *testing.B) {
+	body := ncclSampleBody(b)
+	var sb strings.Builder
+	for sb.Len() < 64<<20 {
+		sb.WriteString(body)
+	}
+	path := filepath.Join(b.TempDir(), "nccl.log")
+	writeFile(b, path, sb.String())
+	b.SetBytes(int64(sb.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ScanNCCLLog(path); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
