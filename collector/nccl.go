@@ -425,8 +425,8 @@ func (c *ncclCollector) expire() {
 	}
 }
 
-// sameHost compares host names as NCCL writes them (NCCL before 2.23
-// truncated the name at the first dot) with this machine's.
+// sameHost compares host names as NCCL writes them (older versions cut the
+// name at the first dot; 2.27 logs show full names) with this machine's.
 func sameHost(a, b string) bool {
 	if strings.EqualFold(a, b) {
 		return true

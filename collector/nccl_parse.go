@@ -7,8 +7,8 @@ import "bytes"
 //
 // An NCCL log line is `host:pid:tid [cudaDev] NCCL INFO|WARN|TRACE message`
 // (src/debug.cc). WARN lines carry a `file:line` (or `function:line`) token
-// before `NCCL WARN`, TRACE lines a time and a `function:line`, and since
-// NCCL 2.23 WARN lines may start with a `[YYYY-MM-DD HH:MM:SS] ` timestamp.
+// before `NCCL WARN`, TRACE lines a time and a `function:line`, and recent
+// versions start WARN lines with a `[YYYY-MM-DD HH:MM:SS] ` timestamp.
 // Real collection adds more in front: Open MPI's `[1,0]<stdout>:`, Ray's
 // `(RayWorker pid=N)` (sometimes ANSI-coloured, with `[repeated 3x across
 // cluster]` at the end), pdsh's `host: `, kubectl or journald timestamps, a

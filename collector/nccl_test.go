@@ -371,9 +371,13 @@ func TestNCCLSyntheticLines(t *testing.T) {
 				"h:1:3 [0] NCCL INFO Channel 03/0 : 0[0] -> 1[1] via P2P/direct pointer/read\n" +
 				"h:1:3 [0] NCCL INFO Channel 04/0 : 0[0] -> 1[1] via SHM/direct/direct\n",
 			map[string]ncclProcSummary{"h/1": {Net: "IB", Conns: map[string]float64{"NET/IB gdr": 2, "P2P/CUMEM": 1, "P2P/direct pointer": 1, "SHM": 1}}}},
-		{"NCCL 2.30 merged NICs and SHARP",
-			"h:5:5 [0] NCCL INFO NET/IB : Using [0]={[0] mlx5_0:1/RoCE, [1] mlx5_1:1/RoCE} [1]mlx5_2:1/IB/SHARP [RO]; OOB eth0:10.0.0.1<0>\n",
-			map[string]ncclProcSummary{"h/5": {Net: "IB", Devices: []string{"mlx5_0:1/RoCE", "mlx5_1:1/RoCE", "mlx5_2:1/IB"}}}},
+		{"NCCL 2.30 merged NICs, SHARP, GIN and RMA plugins, timestamped WARN",
+			"h:5:5 [0] NCCL INFO NET/IB : Using [0]={[0] mlx5_0:1/RoCE, [1] mlx5_1:1/RoCE} [1]mlx5_2:1/IB/SHARP [RO]; OOB eth0:10.0.0.1<0>\n" +
+				"h:5:5 [0] NCCL INFO Initialized NET plugin IB\n" +
+				"h:5:5 [0] NCCL INFO Assigned GIN plugin GIN_XXXX to comm\n" +
+				"h:5:5 [0] NCCL INFO Assigned RMA plugin RMA_XXXX to comm\n" +
+				"[2026-05-05 06:16:47] h:5:5 [0] plugin/net.cc:334 NCCL WARN Failed to initialize any NET plugin\n",
+			map[string]ncclProcSummary{"h/5": {Net: "IB", Devices: []string{"mlx5_0:1/RoCE", "mlx5_1:1/RoCE", "mlx5_2:1/IB"}, Warnings: 1}}},
 		{"no IB device: empty NET/IB list is not the network",
 			"h:6:6 [0] NCCL INFO NET/IB : No device found.\n" +
 				"h:6:6 [0] NCCL INFO NET/IB : Using [RO]; OOB eth0:10.0.0.1<0>\n" +
