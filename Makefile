@@ -14,7 +14,7 @@ FUZZTIME  ?= 30s
 PROMTOOL  ?= promtool
 DEMO_ADDR ?= :10470
 
-.PHONY: all build test vet fmt checkmetrics demo bench fuzz fixtures update-golden clean
+.PHONY: all build test vet fmt checkmetrics demo bench bench-nccl fuzz fixtures update-golden clean
 
 all: test build
 
@@ -56,8 +56,14 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	$(GO) run ./tools/scrapebench -fabric ./$(BIN)
 
+# NCCL log parsing against grep -c 'NCCL INFO' on a 1 GiB log assembled from
+# the real sample logs in .bench/ (deleted afterwards; results:
+# docs/benchmarks.md, "NCCL log parsing").
+bench-nccl:
+	$(GO) run ./tools/ncclbench -runs 5
+
 fuzz:
-	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats; do \
+	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats FuzzParseNCCLLine; do \
 	  echo "== $$t"; $(GO) test ./collector -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
 
 clean:
