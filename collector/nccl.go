@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -88,6 +89,9 @@ type ncclProc struct {
 	warnS    *Series
 	lastS    *Series
 	conns    []ncclConn
+	via      [64]byte // the text after " via " of the latest connection line…
+	viaLen   int      //
+	viaConn  int      // …and its entry in conns (-1: none)
 	devices  []*Series
 	devKey   string // the device list as logged, to skip repeats
 	ifaces   []*Series
@@ -298,6 +302,10 @@ func (c *ncclCollector) line(f *ncclFile, line []byte) {
 	case ncclWarn:
 		p.warnings++
 	case ncclInfo:
+		if m := l.msg; len(m) > 0 && (m[0] == 'C' && bytes.HasPrefix(m, msgChannel) || m[0] == 'R' && bytes.HasPrefix(m, msgRing)) {
+			c.connection(p, m)
+			return
+		}
 		classifyNCCLMessageTo(l.msg, &c.ev)
 		c.apply(p, &c.ev)
 	}
@@ -376,7 +384,7 @@ func (c *ncclCollector) lookupMap(host, pid []byte) *ncclProc {
 	if len(c.procs) >= c.opts.MaxProcesses {
 		c.evictOldest()
 	}
-	p := &ncclProc{host: string(host), pid: string(pid), key: string(c.keyBuf)}
+	p := &ncclProc{host: string(host), pid: string(pid), key: string(c.keyBuf), viaConn: -1}
 	p.pidNum, _ = pidNumber(pid)
 	p.local = isDigits(pid) && sameHost(p.host, c.hostname)
 	p.warnS = c.warnings.With(p.host, p.pid)
@@ -486,28 +494,57 @@ func (c *ncclCollector) setNet(p *ncclProc, name []byte, level int8) {
 	p.netS = c.netInfo.With(p.host, p.pid, p.net)
 }
 
-func (c *ncclCollector) addConn(p *ncclProc, transport []byte, gdr bool) {
+// connection counts a "Channel …"/"Ring …" line. Runs of lines with the
+// same text after " via " (every channel of one peer) skip the transport
+// parsing.
+func (c *ncclCollector) connection(p *ncclProc, msg []byte) {
+	via := connectionVia(msg)
+	if via == nil {
+		return
+	}
+	if p.viaConn >= 0 && p.viaLen > 0 && string(via) == string(p.via[:p.viaLen]) {
+		p.conns[p.viaConn].n++
+		return
+	}
+	ev := &c.ev
+	parseTransport(via, ev)
+	if ev.kind != ncclEvConnection {
+		return
+	}
+	if ev.net != nil {
+		c.setNet(p, ev.net, ncclNetFromConnection)
+	}
+	p.viaConn, p.viaLen = c.addConn(p, ev.name, ev.gdr), 0
+	if p.viaConn >= 0 && len(via) <= len(p.via) {
+		p.viaLen = copy(p.via[:], via)
+	}
+}
+
+// addConn counts a connection and returns the index of its entry (-1 when
+// the process has maxNCCLConnKinds already).
+func (c *ncclCollector) addConn(p *ncclProc, transport []byte, gdr bool) int {
 	for i := range p.conns {
 		if e := &p.conns[i]; e.gdr == gdr && string(transport) == e.transport {
 			e.n++
-			return
+			return i
 		}
 	}
 	t := boundLabel(transport)
 	for i := range p.conns {
 		if e := &p.conns[i]; e.gdr == gdr && t == e.transport {
 			e.n++
-			return
+			return i
 		}
 	}
 	if len(p.conns) >= maxNCCLConnKinds {
-		return
+		return -1
 	}
 	g := "false"
 	if gdr {
 		g = "true"
 	}
 	p.conns = append(p.conns, ncclConn{transport: t, gdr: gdr, n: 1, s: c.conns.With(p.host, p.pid, t, g)})
+	return len(p.conns) - 1
 }
 
 // setDevices replaces the device list when it changed; false when the list

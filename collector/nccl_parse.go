@@ -513,17 +513,33 @@ func isInteger(b []byte) bool {
 // parseConnection reads "Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA"
 // (and the older "Ring 00 : 15 -> 0 [receive] via NET/Socket/0").
 func parseConnection(msg []byte, ev *ncclEvent) {
-	i := bytes.Index(msg, msgVia)
+	if t := connectionVia(msg); t != nil {
+		parseTransport(t, ev)
+	}
+}
+
+// connectionVia returns what follows " via " in a "Channel …"/"Ring …"
+// message with an "a -> b" before it, or nil.
+func connectionVia(msg []byte) []byte {
+	a := bytes.IndexByte(msg, '>')
+	if a < 1 || msg[a-1] != '-' {
+		return nil // not "a -> b"
+	}
+	i := bytes.Index(msg[a:], msgVia)
 	if i < 0 {
-		return
+		return nil
 	}
-	if a := bytes.IndexByte(msg[:i], '>'); a < 1 || msg[a-1] != '-' {
-		return // not "a -> b"
-	}
-	t := trimLeftSpace(msg[i+len(msgVia):])
+	t := trimLeftSpace(msg[a+i+len(msgVia):])
 	if len(t) == 0 {
-		return
+		return nil
 	}
+	return t
+}
+
+// parseTransport reads the transport after " via ": "NET/IB/0/GDRDMA",
+// "P2P/IPC/read", "SHM/direct/direct", "direct shared memory".
+func parseTransport(t []byte, ev *ncclEvent) {
+	ev.kind = ncclEvNone
 	ev.gdr, ev.net = false, nil
 	switch {
 	case bytes.HasPrefix(t, msgNET):
