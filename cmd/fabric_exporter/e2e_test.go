@@ -297,6 +297,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--path.sysfs=" + fixtureSys, "--rail=oops"}, `want NAME=DEVICE[:PORT]`},
 		{[]string{"--collector.rdma.device-include=(", "--path.sysfs=" + fixtureSys}, `device-include`},
 		{[]string{"--no-such-flag"}, "unknown long flag"},
+		{[]string{"--collector.nccl.log-path=/var/log/[nccl"}, "collector.nccl.log-path"},
+		{[]string{"--collector.nccl.max-processes=0"}, "max-processes 0: must be at least 1"},
+		{[]string{"--collector.nccl.poll-interval=1ms"}, "poll-interval 1ms: must be at least 10ms"},
 	} {
 		out, err := exec.Command(binary, append(tc.args, "--web.listen-address="+freeAddr(t))...).CombinedOutput()
 		if err == nil {
