@@ -16,7 +16,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROMTOOL  ?= promtool
 DEMO_ADDR ?= :10470
 
-.PHONY: all build test vet fmt nogpu checkmetrics demo bench fuzz fixtures rules update-golden dashboards clean
+.PHONY: all build test vet fmt nogpu checkmetrics demo bench bench-nccl fuzz fixtures rules update-golden dashboards clean
 
 all: test build
 
@@ -74,8 +74,14 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	$(GO) run ./tools/scrapebench -fabric ./$(BIN)
 
+# NCCL log parsing against grep -c 'NCCL INFO' on a 1 GiB log assembled from
+# the real sample logs in .bench/ (deleted afterwards; results:
+# docs/benchmarks.md, "NCCL log parsing").
+bench-nccl:
+	$(GO) run ./tools/ncclbench -runs 5
+
 fuzz:
-	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats FuzzParseCPUList FuzzParseNumaMaps FuzzParseProcStat FuzzParseProcStatus FuzzNcclEnv; do \
+	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats FuzzParseCPUList FuzzParseNumaMaps FuzzParseProcStat FuzzParseProcStatus FuzzNcclEnv FuzzParseNCCLLine; do \
 	  echo "== $$t"; $(GO) test ./collector -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
 
 clean:

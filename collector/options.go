@@ -29,6 +29,7 @@ type Options struct {
 	Netdev  NetdevOptions
 	PFC     PFCOptions
 	Process ProcessOptions
+	NCCL    NCCLOptions
 
 	// GPUPIDs returns the PIDs of the processes running on the host's GPUs
 	// (compute processes, as NVML lists them), for the process collector to

@@ -25,6 +25,7 @@ const (
 	fixtureEth  = "../../collector/fixtures/ethtool"
 	fixtureGPU  = "../../collector/fixtures/gpu/dcgm-8gpu.json"
 	fixtureProc = "../../collector/fixtures/proc"
+	fixtureLog  = "../../collector/fixtures/nccl"
 )
 
 var binary string
@@ -149,8 +150,10 @@ func stable(metrics string) string {
 // the output against the golden file; `go test ./cmd/fabric_exporter -update`
 // rewrites it. promtool (Debian's prometheus package) lints the scrape.
 func TestEndToEnd(t *testing.T) {
-	addr, logs := startExporter(t, "--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--collector.pfc.ethtool-fixtures="+fixtureEth,
-		"--collector.gpu.fixture="+fixtureGPU)
+	logDir := ncclLogDir(t)
+	addr, logs := startExporterWith(t, ncclLogsRead, "--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--collector.pfc.ethtool-fixtures="+fixtureEth,
+		"--collector.gpu.fixture="+fixtureGPU,
+		"--collector.nccl.log-path="+filepath.Join(logDir, "*.log"), "--collector.nccl.retention=0")
 	raw := get(t, "http://"+addr+"/metrics")
 	got := stable(raw)
 	if *update {
@@ -174,6 +177,46 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("exporter logged errors:\n%s", logs)
 	}
 	promtoolCheck(t, raw)
+}
+
+// ncclLogDir copies the NCCL log fixtures (the real sample logs) to a
+// temporary directory with a fixed modification time, which the nccl
+// collector reports as each process's last log time.
+func ncclLogDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := filepath.Glob(filepath.Join(fixtureLog, "*.log"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no NCCL log fixtures in %s: %v", fixtureLog, err)
+	}
+	mtime := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, filepath.Base(f))
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(dst, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// ncclLogsRead is ready once the nccl collector has read every log: its
+// follower runs in the background, so the first scrapes may come earlier.
+func ncclLogsRead(addr string) bool {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return strings.Contains(string(b), "\nfabric_nccl_log_backlog_bytes 0\n") &&
+		regexp.MustCompile(`\nfabric_nccl_log_files [1-9]`).Match(b)
 }
 
 func promtoolCheck(t *testing.T, metrics string) {
@@ -259,6 +302,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--no-such-flag"}, "unknown long flag"},
 		{[]string{"--path.sysfs=" + fixtureSys, "--collector.process.cmdline=("}, "collector.process.cmdline"},
 		{[]string{"--path.sysfs=" + fixtureSys, "--collector.process.max=0"}, "collector.process.max"},
+		{[]string{"--collector.nccl.log-path=/var/log/[nccl"}, "collector.nccl.log-path"},
+		{[]string{"--collector.nccl.max-processes=0"}, "max-processes 0: must be at least 1"},
+		{[]string{"--collector.nccl.poll-interval=1ms"}, "poll-interval 1ms: must be at least 10ms"},
 	} {
 		out, err := exec.Command(binary, append(tc.args, "--web.listen-address="+freeAddr(t))...).CombinedOutput()
 		if err == nil {

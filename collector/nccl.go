@@ -1,0 +1,725 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The nccl collector reads NCCL's INFO logs (NCCL_DEBUG=INFO, usually one
+// file per process with NCCL_DEBUG_FILE=/var/log/nccl/%h.%p.log) and
+// reports, per NCCL process (host, pid), the network NCCL chose, the
+// transports of its channel connections with GPU Direct RDMA, the RDMA
+// devices and socket interfaces it uses, its version and its warnings.
+// NCCL does not fail when RDMA is unavailable: it falls back to TCP sockets
+// and the job runs many times slower; these lines are the direct evidence.
+//
+// A background goroutine follows the files (nccl_tail.go) and parses the
+// lines (nccl_parse.go) into per-process state; Update only copies that
+// state into the batch, so a scrape never waits for a backlog.
+
+// NCCLOptions configures the nccl collector. Zero PollInterval and
+// MaxProcesses (Options built in code) mean the flags' defaults.
+type NCCLOptions struct {
+	LogPaths     []string      // --collector.nccl.log-path (globs)
+	PollInterval time.Duration // --collector.nccl.poll-interval
+	MaxProcesses int           // --collector.nccl.max-processes
+	Retention    time.Duration // --collector.nccl.retention (0: never by age)
+	Hostname     string        // --collector.nccl.hostname ("" = os.Hostname)
+}
+
+func ncclFlags(app *kingpin.Application, o *Options) {
+	app.Flag("collector.nccl.log-path", "Glob of NCCL log files (NCCL_DEBUG=INFO output, e.g. NCCL_DEBUG_FILE=/var/log/nccl/%h.%p.log); repeatable. Files are read from their start and followed. Without it the collector reports no data.").PlaceHolder("GLOB").StringsVar(&o.NCCL.LogPaths)
+	app.Flag("collector.nccl.poll-interval", "How often the NCCL log files are checked for new lines.").Default("1s").
+		Action(func(*kingpin.ParseContext) error {
+			if o.NCCL.PollInterval < ncclMinPollInterval {
+				return fmt.Errorf("--collector.nccl.poll-interval %s: must be at least %s", o.NCCL.PollInterval, ncclMinPollInterval)
+			}
+			return nil
+		}).DurationVar(&o.NCCL.PollInterval)
+	app.Flag("collector.nccl.max-processes", "Most NCCL processes (host, pid) tracked; beyond it the one whose log was written longest ago is dropped.").Default("256").
+		Action(func(*kingpin.ParseContext) error {
+			if o.NCCL.MaxProcesses < 1 {
+				return fmt.Errorf("--collector.nccl.max-processes %d: must be at least 1", o.NCCL.MaxProcesses)
+			}
+			return nil
+		}).IntVar(&o.NCCL.MaxProcesses)
+	app.Flag("collector.nccl.retention", "Forget an NCCL process whose log got no line for this long, unless it runs on this host and its PID is alive. 0 keeps processes until max-processes pushes them out.").Default("24h").DurationVar(&o.NCCL.Retention)
+	app.Flag("collector.nccl.hostname", "The host name NCCL writes for processes of this machine (default: the exporter's host name); their PIDs are checked under --path.procfs.").PlaceHolder("NAME").StringVar(&o.NCCL.Hostname)
+}
+
+// Bounds on what one process or one label may hold (hostile or corrupt logs).
+const (
+	maxNCCLLabel        = 128 // bytes of a label value
+	maxNCCLConnKinds    = 32  // (transport, gdr) pairs per process
+	maxNCCLListItems    = 64  // devices, interfaces per process
+	maxNCCLEnv          = 64  // environment variables per process
+	maxNCCLGDRDisabled  = 64  // GDR-disabled lines per process
+	ncclMinPollInterval = 10 * time.Millisecond
+	ncclCacheBits       = 8
+)
+
+type ncclConn struct {
+	transport string
+	gdr       bool
+	n         float64
+	s         *Series
+}
+
+type ncclKV struct {
+	k, v string
+	s    *Series
+}
+
+// ncclProc is the state of one NCCL process.
+type ncclProc struct {
+	host, pid string
+	pidNum    uint64
+	key       string
+	local     bool // host is this machine and pid is numeric
+	gone      bool // expired or evicted: caches must not use it
+	lastSeen  int64
+
+	net      string
+	netLevel int8
+	netS     *Series
+	version  string
+	cuda     string
+	infoS    *Series
+	warnings float64
+	warnS    *Series
+	lastS    *Series
+	conns    []ncclConn
+	via      [64]byte // the text after " via " of the latest connection line…
+	viaLen   int      //
+	viaConn  int      // …and its entry in conns (-1: none)
+	devices  []*Series
+	devKey   string // the device list as logged, to skip repeats
+	ifaces   []*Series
+	ifKey    string
+	env      []ncclKV
+	gdrOff   []ncclKV
+}
+
+type ncclCollector struct {
+	env      Env
+	opts     NCCLOptions
+	procfs   string
+	hostname string
+	now      func() time.Time // the clock of expiry (tests replace it)
+
+	// follower goroutine
+	tailer *ncclTailer
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex // guards everything below
+	procs    map[string]*ncclProc
+	sorted   []*ncclProc // by key; nil when it must be rebuilt
+	keyBuf   []byte
+	cache    [1 << ncclCacheBits]*ncclProc // by pid number (lookup)
+	pl       ncclLine                      // the line being parsed
+	ev       ncclEvent                     // its event
+	lines    float64
+	unparsed float64
+	bytes    float64
+	evicted  float64
+	files    float64
+	backlog  float64
+	chunkMod int64 // mtime of the file being read
+
+	netInfo, conns, devInfo, ifInfo, info, warnings, lastLog, envInfo, gdrOff *Family
+	linesS, unparsedS, trackedS, bytesS, evictedS, filesS, backlogS           *Series
+}
+
+func newNCCLCollector(env Env, o *Options) (Collector, error) {
+	c, err := newNCCLState(env, o)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.opts.LogPaths) > 0 {
+		c.start()
+	}
+	return c, nil
+}
+
+// newNCCLState builds the collector without starting its follower.
+func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
+	no := o.NCCL
+	for _, g := range no.LogPaths {
+		if _, err := filepath.Match(g, ""); err != nil {
+			return nil, fmt.Errorf("--collector.nccl.log-path %q: %w", g, err)
+		}
+	}
+	if no.PollInterval == 0 {
+		no.PollInterval = time.Second
+	}
+	if no.PollInterval < ncclMinPollInterval {
+		return nil, fmt.Errorf("--collector.nccl.poll-interval %s: must be at least %s", no.PollInterval, ncclMinPollInterval)
+	}
+	if no.MaxProcesses == 0 {
+		no.MaxProcesses = 256
+	}
+	if no.MaxProcesses < 1 {
+		return nil, fmt.Errorf("--collector.nccl.max-processes %d: must be at least 1", no.MaxProcesses)
+	}
+	if no.Retention < 0 {
+		return nil, fmt.Errorf("--collector.nccl.retention %s: must not be negative", no.Retention)
+	}
+	host := no.Hostname
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	procfs := o.ProcfsPath
+	if procfs == "" {
+		procfs = "/proc"
+	}
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	c := &ncclCollector{
+		env: env, opts: no, procfs: procfs, hostname: host, now: time.Now,
+		procs: map[string]*ncclProc{},
+		netInfo: NewFamily("fabric_nccl_net_info",
+			"The network NCCL chose, as NCCL names it (IB, Socket, IBext_v8, AWS Libfabric, …): from \"Using network X\", else the net of its channel connections, else its \"NET/X : Using\" device line.",
+			gauge, "host", "pid", "net"),
+		conns: NewFamily("fabric_nccl_connections",
+			"Channel connections the NCCL process logged, by transport as logged (NET/IB, NET/Socket, P2P/IPC, P2P/CUMEM, SHM, …; \"direct shared memory\" of NCCL < 2.7 is SHM) and gdr=\"true\" for NET connections with /GDRDMA.",
+			gauge, "host", "pid", "transport", "gdr"),
+		devInfo: NewFamily("fabric_nccl_net_device_info",
+			"An RDMA device port NCCL uses, from \"NET/IB : Using [0]mlx5_0:1/RoCE …\"; link is RoCE or IB.",
+			gauge, "host", "pid", "device", "port", "link"),
+		ifInfo: NewFamily("fabric_nccl_socket_interface_info",
+			"A network interface NCCL's socket transport uses, from \"NET/Socket : Using [0]eth0:…\".",
+			gauge, "host", "pid", "interface"),
+		info: NewFamily("fabric_nccl_info",
+			"The NCCL version of the process, from \"NCCL version 2.19.3+cuda12.3\" (cuda is the CUDA version it was built for).",
+			gauge, "host", "pid", "version", "cuda"),
+		warnings: NewFamily("fabric_nccl_warnings_total",
+			"NCCL WARN lines of the process.", counter, "host", "pid"),
+		lastLog: NewFamily("fabric_nccl_last_log_timestamp_seconds",
+			"Modification time of the log file the process's latest line was read from (NCCL lines carry no time of their own).",
+			gauge, "host", "pid"),
+		envInfo: NewFamily("fabric_nccl_env_info",
+			"An NCCL environment variable the process reported as set (\"NCCL_SOCKET_IFNAME set by environment to eth0\").",
+			gauge, "host", "pid", "name", "value"),
+		gdrOff: NewFamily("fabric_nccl_gdr_disabled_info",
+			"GPU Direct RDMA disabled for a device (\"NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)\"); reason is the text in parentheses (no module: nvidia-peermem is not loaded).",
+			gauge, "host", "pid", "net", "device", "reason"),
+	}
+	c.linesS = NewFamily("fabric_nccl_log_lines_total", "Lines read from NCCL log files.", counter).With()
+	c.unparsedS = NewFamily("fabric_nccl_log_unparsed_lines_total",
+		"Lines read that are not NCCL log lines (application output, garbage, lines over 64 KiB).", counter).With()
+	c.trackedS = NewFamily("fabric_nccl_tracked_processes", "NCCL processes tracked now.", gauge).With()
+	c.bytesS = NewFamily("fabric_nccl_log_read_bytes_total", "Bytes read from NCCL log files.", counter).With()
+	c.evictedS = NewFamily("fabric_nccl_evicted_processes_total",
+		"NCCL processes dropped because --collector.nccl.max-processes were tracked.", counter).With()
+	c.filesS = NewFamily("fabric_nccl_log_files", "NCCL log files matched by the globs at the last poll.", gauge).With()
+	c.backlogS = NewFamily("fabric_nccl_log_backlog_bytes", "Bytes of the NCCL log files not read yet at the end of the last poll.", gauge).With()
+	c.tailer = newNCCLTailer(no.LogPaths, c)
+	c.tailer.readErr = func(path string, err error) {
+		env.ReadErrors.Inc()
+		env.Once.Debug("nccl:"+path, "msg", "cannot read NCCL log", "path", path, "err", err)
+	}
+	return c, nil
+}
+
+// start runs the follower until Close.
+func (c *ncclCollector) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel, c.done = cancel, make(chan struct{})
+	go func() {
+		defer close(c.done)
+		t := time.NewTicker(c.opts.PollInterval)
+		defer t.Stop()
+		for {
+			c.pollOnce(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// Close stops the follower and waits for it.
+func (c *ncclCollector) Close() {
+	if c.cancel != nil {
+		c.cancel()
+		<-c.done
+		c.cancel = nil
+	}
+}
+
+// pollOnce reads new lines of every file, then expires processes.
+func (c *ncclCollector) pollOnce(ctx context.Context) {
+	c.tailer.poll(func() bool { return ctx.Err() != nil })
+	backlog, files := c.tailer.backlog()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.backlog, c.files = float64(backlog), float64(files)
+	c.expire()
+}
+
+// lineSink, called by the tailer with chunks of one file.
+
+func (c *ncclCollector) begin(f *ncclFile) {
+	c.mu.Lock()
+	c.chunkMod = f.mtime
+}
+
+func (c *ncclCollector) end(f *ncclFile, n int) {
+	c.bytes += float64(n)
+	c.mu.Unlock()
+}
+
+func (c *ncclCollector) dropped(f *ncclFile) {
+	c.lines++
+	c.unparsed++
+}
+
+func (c *ncclCollector) line(f *ncclFile, line []byte) {
+	c.lines++
+	l := &c.pl
+	parseNCCLLineTo(line, l)
+	var p *ncclProc
+	switch l.kind {
+	case ncclNotNCCL:
+		c.unparsed++
+		return
+	case ncclBareVersion:
+		if p = f.procForTag(l.tag); p != nil {
+			c.setVersion(p, l.msg)
+			c.touch(p)
+		}
+		return
+	}
+	p = c.lookup(l)
+	if p == nil {
+		return
+	}
+	f.remember(l.tag, p)
+	c.touch(p)
+	switch l.kind {
+	case ncclWarn:
+		p.warnings++
+	case ncclInfo:
+		if m := l.msg; len(m) > 0 && (m[0] == 'C' && bytes.HasPrefix(m, msgChannel) || m[0] == 'R' && bytes.HasPrefix(m, msgRing)) {
+			c.connection(p, m)
+			return
+		}
+		classifyNCCLMessageTo(l.msg, &c.ev)
+		c.apply(p, &c.ev)
+	}
+}
+
+func (c *ncclCollector) touch(p *ncclProc) {
+	if c.chunkMod > p.lastSeen {
+		p.lastSeen = c.chunkMod
+	}
+}
+
+// procForTag is the process a bare version line of stream tag belongs to.
+func (f *ncclFile) procForTag(tag []byte) *ncclProc {
+	p := f.last
+	if len(tag) > 0 && f.byTag != nil {
+		p = f.byTag[string(tag)]
+	}
+	if p == nil || p.gone {
+		return nil
+	}
+	return p
+}
+
+const maxNCCLTags = 256
+
+func (f *ncclFile) remember(tag []byte, p *ncclProc) {
+	f.last = p
+	if len(tag) == 0 || p == f.tagProc && string(tag) == string(f.tag[:f.tagLen]) {
+		return
+	}
+	f.tagProc, f.tagLen = nil, 0
+	if len(tag) <= len(f.tag) {
+		f.tagProc, f.tagLen = p, copy(f.tag[:], tag)
+	}
+	if f.byTag == nil {
+		f.byTag = map[string]*ncclProc{}
+	}
+	if f.byTag[string(tag)] == p {
+		return
+	}
+	if len(f.byTag) >= maxNCCLTags {
+		clear(f.byTag)
+	}
+	f.byTag[string(tag)] = p
+}
+
+// lookup returns the process of a header line, creating it (and evicting
+// the least recently logged one when the table is full).
+func (c *ncclCollector) lookup(l *ncclLine) *ncclProc {
+	host, pid := l.host, l.pid
+	// A direct-mapped cache by numeric pid spares hashing the key.
+	n, numeric := l.pidNum, l.pidNumOK
+	slot := &c.cache[(n*0x9E3779B97F4A7C15)>>(64-ncclCacheBits)]
+	if p := *slot; numeric && p != nil && p.pidNum == n && !p.gone && string(host) == p.host {
+		return p
+	}
+	p := c.lookupMap(host, pid)
+	if numeric {
+		*slot = p
+	}
+	return p
+}
+
+func (c *ncclCollector) lookupMap(host, pid []byte) *ncclProc {
+	c.keyBuf = append(append(append(c.keyBuf[:0], host...), 0), pid...)
+	if p, ok := c.procs[string(c.keyBuf)]; ok {
+		return p
+	}
+	if len(host) > maxNCCLLabel || len(pid) > maxNCCLLabel {
+		host, pid = boundBytes(host), boundBytes(pid)
+		c.keyBuf = append(append(append(c.keyBuf[:0], host...), 0), pid...)
+		if p, ok := c.procs[string(c.keyBuf)]; ok {
+			return p
+		}
+	}
+	if len(c.procs) >= c.opts.MaxProcesses {
+		c.evictOldest()
+	}
+	p := &ncclProc{host: string(host), pid: string(pid), key: string(c.keyBuf), viaConn: -1}
+	p.pidNum, _ = pidNumber(pid)
+	p.local = isDigits(pid) && sameHost(p.host, c.hostname)
+	p.warnS = c.warnings.With(p.host, p.pid)
+	p.lastS = c.lastLog.With(p.host, p.pid)
+	c.procs[p.key] = p
+	c.sorted = nil
+	return p
+}
+
+func (c *ncclCollector) evictOldest() {
+	var old *ncclProc
+	for _, p := range c.procs {
+		if old == nil || p.lastSeen < old.lastSeen || p.lastSeen == old.lastSeen && p.key < old.key {
+			old = p
+		}
+	}
+	if old != nil {
+		c.drop(old)
+		c.evicted++
+	}
+}
+
+func (c *ncclCollector) drop(p *ncclProc) {
+	p.gone = true
+	delete(c.procs, p.key)
+	c.sorted = nil
+}
+
+// expire drops processes without a line for the retention period, except
+// those of this host whose PID is alive.
+func (c *ncclCollector) expire() {
+	if c.opts.Retention <= 0 {
+		return
+	}
+	limit := c.now().Add(-c.opts.Retention).UnixNano()
+	for _, p := range c.procs {
+		if p.lastSeen >= limit {
+			continue
+		}
+		if p.local {
+			if _, err := os.Stat(filepath.Join(c.procfs, p.pid)); err == nil {
+				continue
+			}
+		}
+		c.drop(p)
+	}
+}
+
+// sameHost compares host names as NCCL writes them (older versions cut the
+// name at the first dot; 2.27 logs show full names) with this machine's.
+func sameHost(a, b string) bool {
+	if strings.EqualFold(a, b) {
+		return true
+	}
+	short := func(s string) string {
+		if i := strings.IndexByte(s, '.'); i >= 0 {
+			return s[:i]
+		}
+		return s
+	}
+	return a != "" && strings.EqualFold(short(a), short(b))
+}
+
+// apply records what one INFO message says about p.
+func (c *ncclCollector) apply(p *ncclProc, ev *ncclEvent) {
+	switch ev.kind {
+	case ncclEvNet:
+		c.setNet(p, ev.name, ev.level)
+	case ncclEvConnection:
+		if ev.net != nil {
+			c.setNet(p, ev.net, ncclNetFromConnection)
+		}
+		c.addConn(p, ev.name, ev.gdr)
+	case ncclEvNetDevices:
+		if c.setDevices(p, ev.list) {
+			c.setNet(p, ev.name, ncclNetFromDeviceList)
+		}
+	case ncclEvSocketIfs:
+		if c.setInterfaces(p, ev.list) {
+			c.setNet(p, ev.name, ncclNetFromDeviceList)
+		}
+	case ncclEvVersion:
+		c.setVersion(p, ev.name)
+	case ncclEvEnv:
+		p.env = c.setKV(p, p.env, maxNCCLEnv, ev.name, ev.value, func(k, v string) *Series {
+			return c.envInfo.With(p.host, p.pid, k, v)
+		})
+	case ncclEvGDRDisabled:
+		k := boundLabel(ev.net) + "\x00" + boundLabel(ev.name)
+		p.gdrOff = c.setKV(p, p.gdrOff, maxNCCLGDRDisabled, []byte(k), ev.value, func(k, v string) *Series {
+			net, dev, _ := strings.Cut(k, "\x00")
+			return c.gdrOff.With(p.host, p.pid, net, dev, v)
+		})
+	}
+}
+
+// setNet records the network; a more certain source replaces a less
+// certain one, and the latest "Using network" wins.
+func (c *ncclCollector) setNet(p *ncclProc, name []byte, level int8) {
+	if level < p.netLevel || level == p.netLevel && (level != ncclNetFromUsing || string(name) == p.net) {
+		return
+	}
+	if level == p.netLevel && len(name) > maxNCCLLabel && boundLabel(name) == p.net {
+		return
+	}
+	p.net, p.netLevel = boundLabel(name), level
+	p.netS = c.netInfo.With(p.host, p.pid, p.net)
+}
+
+// connection counts a "Channel …"/"Ring …" line. Runs of lines with the
+// same text after " via " (every channel of one peer) skip the transport
+// parsing.
+func (c *ncclCollector) connection(p *ncclProc, msg []byte) {
+	via := connectionVia(msg)
+	if via == nil {
+		return
+	}
+	if p.viaConn >= 0 && p.viaLen > 0 && string(via) == string(p.via[:p.viaLen]) {
+		p.conns[p.viaConn].n++
+		return
+	}
+	ev := &c.ev
+	parseTransport(via, ev)
+	if ev.kind != ncclEvConnection {
+		return
+	}
+	if ev.net != nil {
+		c.setNet(p, ev.net, ncclNetFromConnection)
+	}
+	p.viaConn, p.viaLen = c.addConn(p, ev.name, ev.gdr), 0
+	if p.viaConn >= 0 && len(via) <= len(p.via) {
+		p.viaLen = copy(p.via[:], via)
+	}
+}
+
+// addConn counts a connection and returns the index of its entry (-1 when
+// the process has maxNCCLConnKinds already).
+func (c *ncclCollector) addConn(p *ncclProc, transport []byte, gdr bool) int {
+	for i := range p.conns {
+		if e := &p.conns[i]; e.gdr == gdr && string(transport) == e.transport {
+			e.n++
+			return i
+		}
+	}
+	t := boundLabel(transport)
+	for i := range p.conns {
+		if e := &p.conns[i]; e.gdr == gdr && t == e.transport {
+			e.n++
+			return i
+		}
+	}
+	if len(p.conns) >= maxNCCLConnKinds {
+		return -1
+	}
+	g := "false"
+	if gdr {
+		g = "true"
+	}
+	p.conns = append(p.conns, ncclConn{transport: t, gdr: gdr, n: 1, s: c.conns.With(p.host, p.pid, t, g)})
+	return len(p.conns) - 1
+}
+
+// setDevices replaces the device list when it changed; false when the list
+// names no device ("NET/IB : Using [RO]; OOB …" after "No device found").
+func (c *ncclCollector) setDevices(p *ncclProc, list []byte) bool {
+	if string(list) == p.devKey {
+		return len(p.devices) > 0
+	}
+	var out []*Series
+	forEachNCCLListItem(list, func(item []byte) {
+		if len(out) >= maxNCCLListItems {
+			return
+		}
+		if dev, port, link, ok := splitNCCLDevice(item); ok {
+			out = append(out, c.devInfo.With(p.host, p.pid, boundLabel(dev), boundLabel(port), boundLabel(link)))
+		}
+	})
+	if len(out) == 0 {
+		return false
+	}
+	p.devices, p.devKey = out, boundKey(list)
+	return true
+}
+
+func (c *ncclCollector) setInterfaces(p *ncclProc, list []byte) bool {
+	if string(list) == p.ifKey {
+		return len(p.ifaces) > 0
+	}
+	var out []*Series
+	forEachNCCLListItem(list, func(item []byte) {
+		if len(out) >= maxNCCLListItems {
+			return
+		}
+		if ifc, ok := splitNCCLInterface(item); ok {
+			out = append(out, c.ifInfo.With(p.host, p.pid, boundLabel(ifc)))
+		}
+	})
+	if len(out) == 0 {
+		return false
+	}
+	p.ifaces, p.ifKey = out, boundKey(list)
+	return true
+}
+
+// boundKey keeps a list as logged for comparison, unless it is too long to
+// be worth keeping (then every repeat rebuilds the list; still bounded).
+func boundKey(list []byte) string {
+	if len(list) > 4*maxNCCLLabel*maxNCCLListItems {
+		return ""
+	}
+	return string(list)
+}
+
+func (c *ncclCollector) setVersion(p *ncclProc, v []byte) {
+	version, cuda := splitNCCLVersion(v)
+	if string(version) == p.version && string(cuda) == p.cuda && p.infoS != nil {
+		return
+	}
+	p.version, p.cuda = boundLabel(version), boundLabel(cuda)
+	p.infoS = c.info.With(p.host, p.pid, p.version, p.cuda)
+}
+
+func (c *ncclCollector) setKV(p *ncclProc, kvs []ncclKV, max int, k, v []byte, series func(k, v string) *Series) []ncclKV {
+	for i := range kvs {
+		if kvs[i].k == string(k) || kvs[i].k == boundLabel(k) {
+			if kvs[i].v != string(v) {
+				kvs[i].v = boundLabel(v)
+				kvs[i].s = series(kvs[i].k, kvs[i].v)
+			}
+			return kvs
+		}
+	}
+	if len(kvs) >= max {
+		return kvs
+	}
+	ks, vs := boundLabel(k), boundLabel(v)
+	return append(kvs, ncclKV{k: ks, v: vs, s: series(ks, vs)})
+}
+
+// boundLabel copies b into a label value of at most maxNCCLLabel bytes,
+// cut at a UTF-8 character boundary.
+func boundLabel(b []byte) string {
+	return string(boundBytes(b))
+}
+
+func boundBytes(b []byte) []byte {
+	if len(b) <= maxNCCLLabel {
+		return b
+	}
+	cut := maxNCCLLabel
+	for cut > maxNCCLLabel-utf8.UTFMax && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return b[:cut]
+}
+
+func (c *ncclCollector) Update(ctx context.Context, b *Batch) error {
+	if len(c.opts.LogPaths) == 0 {
+		return fmt.Errorf("%w: no --collector.nccl.log-path", ErrNoData)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sorted == nil {
+		c.sorted = make([]*ncclProc, 0, len(c.procs))
+		for _, p := range c.procs {
+			c.sorted = append(c.sorted, p)
+		}
+		sort.Slice(c.sorted, func(i, j int) bool { return c.sorted[i].key < c.sorted[j].key })
+	}
+	for _, p := range c.sorted {
+		b.Add(p.netS, 1)
+		for _, e := range p.conns {
+			b.Add(e.s, e.n)
+		}
+		for _, s := range p.devices {
+			b.Add(s, 1)
+		}
+		for _, s := range p.ifaces {
+			b.Add(s, 1)
+		}
+		b.Add(p.infoS, 1)
+		for _, e := range p.env {
+			b.Add(e.s, 1)
+		}
+		for _, e := range p.gdrOff {
+			b.Add(e.s, 1)
+		}
+		b.Add(p.warnS, p.warnings)
+		if p.lastSeen > 0 {
+			b.Add(p.lastS, float64(p.lastSeen)/1e9)
+		}
+	}
+	b.Add(c.linesS, c.lines)
+	b.Add(c.unparsedS, c.unparsed)
+	b.Add(c.bytesS, c.bytes)
+	b.Add(c.trackedS, float64(len(c.procs)))
+	b.Add(c.evictedS, c.evicted)
+	b.Add(c.filesS, c.files)
+	b.Add(c.backlogS, c.backlog)
+	return nil
+}
+
+// NCCLScanResult is what ScanNCCLLog read.
+type NCCLScanResult struct {
+	Bytes, Lines, Unparsed int64
+	Processes              int
+}
+
+// ScanNCCLLog reads the files of one glob once through the collector's
+// follower and parser (tools/ncclbench measures it).
+func ScanNCCLLog(glob string) (NCCLScanResult, error) {
+	o := &Options{NCCL: NCCLOptions{LogPaths: []string{glob}, Retention: 0}}
+	l := log.NewNopLogger()
+	env := Env{Logger: l, ReadErrors: &Counter{}, Once: NewOnceLogger(l, 16)}
+	c, err := newNCCLState(env, o)
+	if err != nil {
+		return NCCLScanResult{}, err
+	}
+	c.tailer.yield = func() {}
+	c.pollOnce(context.Background())
+	if c.files == 0 {
+		return NCCLScanResult{}, errors.New("no file matches " + glob)
+	}
+	return NCCLScanResult{Bytes: int64(c.bytes), Lines: int64(c.lines), Unparsed: int64(c.unparsed), Processes: len(c.procs)}, nil
+}
