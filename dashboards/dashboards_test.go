@@ -506,21 +506,8 @@ func TestQueriesParse(t *testing.T) {
 	}
 }
 
-// pendingMetrics are metrics of collectors not on this branch yet
-// (placement and nccl), by the names they are being written with.
-var pendingMetrics = []string{
-	"fabric_process_numa_memory_bytes", "fabric_pci_device_info", "fabric_topology_path_info",
-	"fabric_process_rdma_device_visible", "fabric_process_nccl_env_info",
-	"fabric_numa_numa_hit_total", "fabric_numa_numa_miss_total", "fabric_numa_numa_foreign_total",
-	"fabric_numa_interleave_hit_total", "fabric_numa_local_node_total", "fabric_numa_other_node_total",
-	"fabric_nccl_net_info", "fabric_nccl_connections", "fabric_nccl_net_device_info",
-	"fabric_nccl_socket_interface_info", "fabric_nccl_info", "fabric_nccl_warnings_total",
-	"fabric_nccl_last_log_timestamp_seconds", "fabric_nccl_log_lines_total",
-	"fabric_nccl_log_unparsed_lines_total", "fabric_nccl_tracked_processes",
-}
-
 // Every metric a query reads is one the exporter serves (the golden scrape),
-// a recording rule of alerts/fabric-rules.yml, SGLang's, or pending.
+// a recording rule of alerts/fabric-rules.yml, or SGLang's.
 func TestMetricNamesExist(t *testing.T) {
 	known := map[string]string{
 		// volatile, so left out of the golden file
@@ -541,12 +528,6 @@ func TestMetricNamesExist(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^\s*- record: (\S+)$`).FindAllStringSubmatch(string(rules), -1) {
 		known[m[1]] = "rule"
 	}
-	for _, p := range pendingMetrics {
-		if known[p] != "" {
-			t.Logf("%s is served now: remove it from pendingMetrics", p)
-		}
-		known[p] = "pending"
-	}
 	used := map[string]bool{}
 	for _, q := range mustQueries(t) {
 		sels, err := metricSelectors(q.Template)
@@ -561,11 +542,6 @@ func TestMetricNamesExist(t *testing.T) {
 			if known[s.name] == "" {
 				t.Errorf("%s / %s: %s is neither served by the exporter nor a recording rule", q.Dashboard, q.Panel, s.name)
 			}
-		}
-	}
-	for _, p := range pendingMetrics {
-		if !used[p] {
-			t.Errorf("pending metric %s is used by no query", p)
 		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/fabric-exporter/fabric_exporter/alerts"
+	"github.com/fabric-exporter/fabric_exporter/dashboards"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 )
 
@@ -111,6 +112,7 @@ func writeInPlace(path, content string) error {
 // exporter reading it.
 type node struct {
 	name, addr, sys, eth string
+	proc, logs           string // fixture /proc (placement node), NCCL log directory (nccl node)
 	mu                   sync.Mutex
 	counters             map[string]uint64 // path -> value, advanced by the traffic loop
 	ethStats             map[string]uint64 // eth3 ethtool stats
@@ -175,10 +177,14 @@ func (w *webhook) all() []event {
 	return append([]event(nil), w.events...)
 }
 
-// TestAlertingEndToEnd: baseline with nothing firing, then a PFC storm, a
-// retransmission burst and a rail going down on three nodes at once; each
-// alert must reach the webhook (pages through the pager route) with the
-// right labels and resolve when the fault ends; the healthy node never
+// TestAlertingEndToEnd: a baseline where only the node with a broken
+// placement alerts (RDMA devices missing in a container, memory on the far
+// NUMA node), then a PFC storm, a retransmission burst, a rail going down and
+// an NCCL process falling back to sockets, on four nodes at once. Each alert
+// must reach the webhook with the right labels and receiver (pages through
+// the pager route); RailTCPFallbackSuspected fires in Prometheus but stays
+// inhibited by NCCLSocketFallback; every dashboard panel's query returns
+// data; everything resolves when the faults end; the healthy node never
 // alerts.
 func TestAlertingEndToEnd(t *testing.T) {
 	if testing.Short() {
@@ -195,13 +201,18 @@ func TestAlertingEndToEnd(t *testing.T) {
 
 	// A GPU fixture where every field is present (the bundled one has a
 	// sparse GPU, which would rightly raise GPUActivityMissing).
-	gpuFixture := filepath.Join(tmp, "gpu.json")
-	if err := writeFullGPUFixture(filepath.Join(repo, "collector/fixtures/gpu/dcgm-8gpu.json"), gpuFixture); err != nil {
-		t.Fatal(err)
+	gpuFixture, gpuFixturePIDs := filepath.Join(tmp, "gpu.json"), filepath.Join(tmp, "gpu-pids.json")
+	for _, f := range []struct {
+		path string
+		pids bool
+	}{{gpuFixture, false}, {gpuFixturePIDs, true}} {
+		if err := writeFullGPUFixture(filepath.Join(repo, "collector/fixtures/gpu/dcgm-8gpu.json"), f.path, f.pids); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	nodes := map[string]*node{}
-	for _, name := range []string{"healthy", "pfc", "retrans", "linkdown"} {
+	for _, name := range []string{"healthy", "pfc", "retrans", "linkdown", "nccl", "placement"} {
 		n := &node{name: name, addr: freeAddr(t), sys: filepath.Join(tmp, name, "sys"), eth: filepath.Join(tmp, name, "ethtool"),
 			counters: map[string]uint64{}}
 		for _, d := range [][2]string{{"collector/fixtures/sys", n.sys}, {"collector/fixtures/ethtool", n.eth}} {
@@ -224,8 +235,28 @@ func TestAlertingEndToEnd(t *testing.T) {
 		for _, nd := range []string{"eth0", "eth3"} {
 			n.counters[filepath.Join(n.sys, "class/net", nd, "statistics/tx_bytes")] = 13906677385
 		}
-		start(t, exporter, "--web.listen-address="+n.addr, "--path.sysfs="+n.sys, "--collector.pfc.ethtool-fixtures="+n.eth,
-			"--collector.gpu.fixture="+gpuFixture, "--collector.gpu.interval=1s")
+		args := []string{"--web.listen-address=" + n.addr, "--path.sysfs=" + n.sys, "--collector.pfc.ethtool-fixtures=" + n.eth,
+			"--collector.gpu.interval=1s", "--collector.process.numa-maps-interval=1s"}
+		switch name {
+		case "placement":
+			// The fixture /proc: SGLang schedulers on GPUs 0 and 1, one with
+			// its memory on the far NUMA node and no RDMA devices in its
+			// container.
+			n.proc = filepath.Join(tmp, name, "proc")
+			if err := fixturetree.Copy(filepath.Join(repo, "collector/fixtures/proc"), n.proc); err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, "--path.procfs="+n.proc, "--collector.gpu.fixture="+gpuFixturePIDs)
+		case "nccl":
+			n.logs = filepath.Join(tmp, name, "nccl")
+			os.MkdirAll(n.logs, 0o755)
+			writeNCCL(t, filepath.Join(n.logs, "node7.4242.log"), ncclIB)
+			args = append(args, "--collector.gpu.fixture="+gpuFixture, "--collector.nccl.log-path="+filepath.Join(n.logs, "*.log"),
+				"--collector.nccl.retention=5s", "--collector.nccl.poll-interval=250ms")
+		default:
+			args = append(args, "--collector.gpu.fixture="+gpuFixture)
+		}
+		start(t, exporter, args...)
 		nodes[name] = n
 	}
 	byAddr := map[string]string{}
@@ -266,9 +297,14 @@ func TestAlertingEndToEnd(t *testing.T) {
 			for _, n := range nodes {
 				n.mu.Lock()
 				for path, v := range n.counters {
+					socket := n.name == "nccl" && fault("nccl")
 					switch {
+					case strings.HasSuffix(path, "_data") && socket:
+						// NCCL on sockets: the RDMA counters stand still ...
 					case strings.HasSuffix(path, "_data"):
 						v += 825_000_000 / 4 // 4-octet words
+					case strings.HasSuffix(path, "tx_bytes") && socket:
+						v += 250_000_000 // ... and the rail netdevs carry 8 Gbit/s of TCP
 					case strings.HasSuffix(path, "tx_bytes"):
 						v += 100_000 // 3.2 Mbit/s of TCP
 					case strings.HasSuffix(path, "local_ack_timeout_err") && n.name == "retrans" && fault("retrans"):
@@ -291,6 +327,12 @@ func TestAlertingEndToEnd(t *testing.T) {
 					state = "1: DOWN"
 				}
 				writeInPlace(filepath.Join(n.sys, "class/infiniband/mlx5_3/ports/1/state"), state+"\n")
+				if n.logs != "" {
+					appendNCCL(filepath.Join(n.logs, "node7.4242.log"), "node7:4242:4242 [0] NCCL INFO AllReduce: opCount 1a2 sendbuff 0x7f sendcount 1048576 datatype 9 op 0 root 0 comm 0x5 [nranks=16] stream 0x1\n")
+					if fault("nccl") {
+						appendNCCL(filepath.Join(n.logs, "node7.5555.log"), "node7:5555:5555 [0] NCCL INFO AllReduce: opCount 1a2 sendbuff 0x7f sendcount 1048576 datatype 9 op 0 root 0 comm 0x5 [nranks=16] stream 0x1\n")
+					}
+				}
 				n.mu.Unlock()
 			}
 		}
@@ -361,63 +403,164 @@ scrape_configs:
 		t.Errorf("bytes per prompt token on the healthy node = %v, %v; want about 3.3e6", v, err)
 	}
 	time.Sleep(8 * time.Second) // longer than every test `for`
-	if firing, _ := prom.list(`ALERTS{alertstate="firing"}`); len(firing) > 0 {
-		t.Fatalf("alerts firing on the healthy baseline: %v", firing)
+
+	// Only the placement node, whose fixture /proc is broken from the start,
+	// may alert on the baseline.
+	placementAlerts := []expectation{
+		{"RDMADevicesMissingInContainer", "placement", "team-chat", map[string]string{"severity": "warning", "pid": "4310", "node": "uverbs0", "device": "mlx5_0"}},
+		{"RDMADevicesMissingInContainer", "placement", "team-chat", map[string]string{"severity": "warning", "pid": "4311", "node": "uverbs0", "device": "mlx5_0"}},
+		{"CrossNUMAPlacement", "placement", "team-chat", map[string]string{"severity": "warning", "pid": "4310"}},
 	}
-	if ev := hook.all(); len(ev) > 0 {
-		t.Fatalf("notifications on the healthy baseline: %+v", ev)
+	waitAlerts(t, hook, nodes, "firing", placementAlerts)
+	firing, _ := prom.list(`ALERTS{alertstate="firing"}`)
+	for _, a := range firing {
+		if byAddr[a["instance"]] != "placement" {
+			t.Fatalf("alert firing on the baseline: %v", a)
+		}
 	}
 
 	// Faults.
 	setFault("pfc", true)
 	setFault("retrans", true)
 	setFault("linkdown", true)
-	expect := []struct {
-		alert, node, receiver string
-		labels                map[string]string
-	}{
+	nccl := nodes["nccl"]
+	writeNCCL(t, filepath.Join(nccl.logs, "node7.5555.log"), ncclSocket)
+	setFault("nccl", true)
+	expect := []expectation{
 		{"PFCStorm", "pfc", "team-chat", map[string]string{"severity": "warning", "netdev": "eth3"}},
 		{"RoCERetransmissions", "retrans", "pager", map[string]string{"severity": "page", "rail": "mlx5_0"}},
 		{"RailLinkDown", "linkdown", "pager", map[string]string{"severity": "page", "rail": "mlx5_3", "device": "mlx5_3", "port": "1"}},
+		{"NCCLSocketFallback", "nccl", "pager", map[string]string{"severity": "page", "host": "node7", "pid": "5555"}},
 	}
-	for _, e := range expect {
-		want := map[string]string{"alertname": e.alert, "instance": nodes[e.node].addr, "cluster": "lab"}
-		for k, v := range e.labels {
-			want[k] = v
+	waitAlerts(t, hook, nodes, "firing", expect)
+
+	// RailTCPFallbackSuspected fires in Prometheus for the nccl node (its
+	// rails carry TCP, RDMA stands still) but Alertmanager inhibits it
+	// while NCCLSocketFallback fires for the same instance.
+	waitFor(t, 60*time.Second, "RailTCPFallbackSuspected firing in Prometheus", func() bool {
+		n, _ := prom.count(`ALERTS{alertname="RailTCPFallbackSuspected",alertstate="firing",instance="` + nccl.addr + `"}`)
+		return n > 0
+	})
+
+	// Every dashboard panel's query returns data now.
+	for _, q := range dashboards.Queries() {
+		if strings.HasPrefix(q.Panel, "annotation:") {
+			continue
 		}
-		waitFor(t, 90*time.Second, e.alert+" firing at the webhook", func() bool {
-			ev, ok := hook.find("firing", want)
-			if ok && ev.receiver != e.receiver {
-				t.Errorf("%s went to %s, want %s", e.alert, ev.receiver, e.receiver)
-			}
-			return ok
-		})
+		if n, err := prom.count(q.Expr); err != nil || n == 0 {
+			t.Errorf("dashboard %q panel %q query %s returns no data (%v): %s", q.Dashboard, q.Panel, q.RefID, err, q.Expr)
+		}
 	}
 
 	// The faults end; every alert resolves.
 	setFault("pfc", false)
 	setFault("retrans", false)
 	setFault("linkdown", false)
-	for _, e := range expect {
-		want := map[string]string{"alertname": e.alert, "instance": nodes[e.node].addr}
-		waitFor(t, 150*time.Second, e.alert+" resolved at the webhook", func() bool {
-			_, ok := hook.find("resolved", want)
-			return ok
-		})
-	}
+	setFault("nccl", false)
+	fixPlacement(t, nodes["placement"].proc)
+	waitAlerts(t, hook, nodes, "resolved", append(expect, placementAlerts...))
+
+	delivered := append(append([]expectation(nil), expect...), placementAlerts...)
 	for _, ev := range hook.all() {
 		t.Logf("notification: %-8s %-9s %s on %s (%s)", ev.status, ev.receiver, ev.labels["alertname"], byAddr[ev.labels["instance"]], ev.labels["severity"])
 		if byAddr[ev.labels["instance"]] == "healthy" {
 			t.Errorf("the healthy node alerted: %+v", ev)
 		}
 		known := false
-		for _, e := range expect {
+		for _, e := range delivered {
 			known = known || (ev.labels["alertname"] == e.alert && ev.labels["instance"] == nodes[e.node].addr)
 		}
 		if !known {
-			t.Errorf("unexpected notification: %+v", ev)
+			t.Errorf("unexpected notification (RailTCPFallbackSuspected must stay inhibited): %+v", ev)
 		}
 	}
+}
+
+type expectation struct {
+	alert, node, receiver string
+	labels                map[string]string
+}
+
+// waitAlerts waits until the webhook got each expected alert with status.
+func waitAlerts(t *testing.T, hook *webhook, nodes map[string]*node, status string, exp []expectation) {
+	t.Helper()
+	for _, e := range exp {
+		want := map[string]string{"alertname": e.alert, "instance": nodes[e.node].addr, "cluster": "lab"}
+		for k, v := range e.labels {
+			want[k] = v
+		}
+		timeout := 90 * time.Second
+		if status == "resolved" {
+			timeout = 150 * time.Second // rates over 1m must forget the fault
+		}
+		waitFor(t, timeout, e.alert+" "+status+" at the webhook", func() bool {
+			ev, ok := hook.find(status, want)
+			if ok && ev.receiver != e.receiver {
+				t.Errorf("%s went to %s, want %s", e.alert, ev.receiver, e.receiver)
+			}
+			return ok
+		})
+	}
+}
+
+// fixPlacement repairs the fixture /proc: the RDMA device nodes appear in
+// the schedulers' containers and PID 4310's memory moves to its GPU's node.
+func fixPlacement(t *testing.T, proc string) {
+	t.Helper()
+	for _, pid := range []string{"4310", "4311"} {
+		dev := filepath.Join(proc, pid, "root/dev/infiniband")
+		os.RemoveAll(dev)
+		if err := os.MkdirAll(dev, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"uverbs0", "uverbs1", "rdma_cm"} {
+			os.WriteFile(filepath.Join(dev, f), nil, 0o644)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(proc, "4311/numa_maps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeInPlace(filepath.Join(proc, "4310/numa_maps"), string(b)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// NCCL INFO logs in the format of the real samples: a healthy process on
+// RoCE with GPU Direct RDMA, and one that fell back to sockets.
+const ncclIB = `node7:4242:4242 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>
+node7:4242:4242 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_3:1/RoCE [RO]; OOB eth0:10.0.0.7<0>
+node7:4242:4242 [0] NCCL INFO Using network IB
+node7:4242:4242 [0] NCCL INFO cudaDriverVersion 12040
+NCCL version 2.21.5+cuda12.4
+node7:4242:4300 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA
+node7:4242:4300 [0] NCCL INFO Channel 01/0 : 0[0] -> 8[0] [send] via NET/IB/1/GDRDMA
+`
+
+const ncclSocket = `node7:5555:5555 [0] NCCL INFO Bootstrap : Using eth1:192.168.1.7<0>
+node7:5555:5555 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth1
+node7:5555:5555 [0] NCCL INFO NET/IB : No device found.
+node7:5555:5555 [0] NCCL INFO NET/Socket : Using [0]eth1:192.168.1.7<0>
+node7:5555:5555 [0] NCCL INFO Using network Socket
+NCCL version 2.21.5+cuda12.4
+node7:5555:5600 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0
+node7:5555:5600 [0] NCCL INFO Channel 01/0 : 0[0] -> 8[0] [send] via NET/Socket/1
+`
+
+func writeNCCL(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func appendNCCL(path, line string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return
+	}
+	f.WriteString(line)
+	f.Close()
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
@@ -443,8 +586,9 @@ func replaceStat(text, name string, v uint64) string {
 	return strings.Join(lines, "\n")
 }
 
-// writeFullGPUFixture copies the GPU fixture with every blank field filled.
-func writeFullGPUFixture(src, dst string) error {
+// writeFullGPUFixture copies the GPU fixture with every blank field filled,
+// and without its compute PIDs unless pids is set.
+func writeFullGPUFixture(src, dst string, pids bool) error {
 	b, err := os.ReadFile(src)
 	if err != nil {
 		return err
@@ -454,6 +598,9 @@ func writeFullGPUFixture(src, dst string) error {
 		return err
 	}
 	for _, g := range doc["gpus"].([]any) {
+		if !pids {
+			delete(g.(map[string]any), "pids")
+		}
 		for k, v := range g.(map[string]any)["fields"].(map[string]any) {
 			if v == nil {
 				g.(map[string]any)["fields"].(map[string]any)[k] = 0.5
