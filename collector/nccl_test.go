@@ -603,3 +603,27 @@ func TestNCCLBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// Logs of a real NCCL 2.28.9 captured on the lent H200 (one GPU, no RDMA
+// device): with default settings NCCL fails to initialise the IB plugin and
+// takes the socket network on eth0; forced, on lo. 2.28 reports this with
+// "Initialized/Assigned NET plugin Socket" besides "Using network Socket".
+func TestNCCLH200Capture(t *testing.T) {
+	c := newTestNCCL(t, NCCLOptions{LogPaths: []string{"fixtures/nccl-h200/*.log"}})
+	c.poll()
+	want := map[string]ncclProcSummary{
+		"vm/462": {Net: "Socket", Ifaces: []string{"eth0"}, Version: "2.28.9+cuda13.0"},
+		"vm/518": {Net: "Socket", Ifaces: []string{"lo"}, Version: "2.28.9+cuda13.0"},
+	}
+	got := c.summary()
+	for k, w := range want {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("process %s not found (have %v)", k, got)
+			continue
+		}
+		if g.Net != w.Net || !reflect.DeepEqual(g.Ifaces, w.Ifaces) || g.Version != w.Version || len(g.Conns) != 0 {
+			t.Errorf("%s = %+v, want net %s, interfaces %v, version %s, no connections", k, g, w.Net, w.Ifaces, w.Version)
+		}
+	}
+}
