@@ -80,31 +80,13 @@ type procFile interface {
 	Close() error
 }
 
-type rawFile int
-
-func (f rawFile) Read(b []byte) (int, error) {
-	for {
-		n, err := unix.Read(int(f), b)
-		if err == unix.EINTR {
-			continue
-		}
-		return n, err
-	}
-}
-
-func (f rawFile) Close() error { return unix.Close(int(f)) }
-
+// openProcFile opens a /proc file for sequential reads (fdFile, sysfs.go).
 func openProcFile(path string) (procFile, error) {
-	for {
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &os.PathError{Op: "open", Path: path, Err: err}
-		}
-		return rawFile(fd), nil
+	f, err := openFD(path)
+	if err != nil {
+		return nil, err
 	}
+	return f.(fdFile), nil
 }
 
 func openRootDir(path string) (int, error) {

@@ -34,6 +34,17 @@ func (f fdFile) ReadAt(b []byte, off int64) (int, error) {
 	}
 }
 
+// Read reads from the current offset (large /proc files read in chunks).
+func (f fdFile) Read(b []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(f), b)
+		if err == unix.EINTR {
+			continue
+		}
+		return n, err
+	}
+}
+
 func (f fdFile) Close() error { return unix.Close(int(f)) }
 
 func openFD(path string) (attrFile, error) {
