@@ -153,3 +153,64 @@ func Files(root string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// Procs writes to dst a /proc with n SGLang scheduler processes (PIDs
+// 10000..10000+n-1) copied from the fixture's PID 4310 (src is the bundled
+// collector/fixtures/proc), each with a numa_maps of mapsLines lines made
+// from the fixture's lines at new addresses, plus the fixture's other
+// top-level entries (stat, self).
+func Procs(src, dst string, n, mapsLines int) ([]int, error) {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return nil, err
+	}
+	for _, e := range []string{"stat"} {
+		b, err := os.ReadFile(filepath.Join(src, e))
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e), b, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	tmpl := filepath.Join(src, "4310")
+	maps, err := os.ReadFile(filepath.Join(tmpl, "numa_maps"))
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(maps)), "\n") {
+		if _, rest, ok := strings.Cut(l, " "); ok {
+			lines = append(lines, rest)
+		}
+	}
+	var big strings.Builder
+	for i := range mapsLines {
+		fmt.Fprintf(&big, "%x %s\n", 0x7f0000000000+uint64(i)*0x200000, lines[i%len(lines)])
+	}
+	var pids []int
+	for i := range n {
+		pid := 10000 + i
+		d := filepath.Join(dst, fmt.Sprint(pid))
+		if err := Copy(tmpl, d); err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("sglang::scheduler_TP%d", i)
+		for file, content := range map[string]string{"cmdline": name + "\x00", "numa_maps": big.String()} {
+			if err := os.WriteFile(filepath.Join(d, file), []byte(content), 0o644); err != nil {
+				return nil, err
+			}
+		}
+		for _, file := range []string{"stat", "status"} {
+			b, err := os.ReadFile(filepath.Join(d, file))
+			if err != nil {
+				return nil, err
+			}
+			s := strings.ReplaceAll(string(b), "4310", fmt.Sprint(pid))
+			if err := os.WriteFile(filepath.Join(d, file), []byte(s), 0o644); err != nil {
+				return nil, err
+			}
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}

@@ -3,6 +3,7 @@ package fixturetree
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -25,5 +26,21 @@ func TestHCAs(t *testing.T) {
 	files, err := Files(dst)
 	if err != nil || len(files) != 8*(3+1+21+32) {
 		t.Errorf("files = %d, %v", len(files), err)
+	}
+}
+
+func TestProcs(t *testing.T) {
+	dst := t.TempDir()
+	pids, err := Procs("../../collector/fixtures/proc", dst, 3, 100)
+	if err != nil || len(pids) != 3 {
+		t.Fatalf("Procs: %v %v", pids, err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dst, "10002", "numa_maps"))
+	if n := len(strings.Split(strings.TrimSpace(string(b)), "\n")); n != 100 {
+		t.Errorf("numa_maps lines = %d", n)
+	}
+	st, _ := os.ReadFile(filepath.Join(dst, "10001", "stat"))
+	if !strings.HasPrefix(string(st), "10001 (") {
+		t.Errorf("stat = %.20q", st)
 	}
 }
