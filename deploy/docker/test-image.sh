@@ -139,6 +139,8 @@ else
 fi
 pass "builder base $BUILDER_IMAGE"
 
+# The build date is the commit's, so that a rerun on an unchanged tree is
+# answered from the build cache.
 step "docker build $IMAGE"
 build_start=$SECONDS
 if ! $build_docker build --progress=plain --network host \
@@ -150,7 +152,7 @@ if ! $build_docker build --progress=plain --network host \
   --build-arg REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
   --build-arg BRANCH="$(git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)" \
   --build-arg BUILD_USER=ci \
-  --build-arg BUILD_DATE="$(date -u +%Y%m%d-%H:%M:%S)" \
+  --build-arg BUILD_DATE="$(TZ=UTC git show -s --format=%cd --date=format-local:%Y%m%d-%H:%M:%S HEAD 2>/dev/null || echo unknown)" \
   -t "$IMAGE" . >"$CACHE_DIR/build.log" 2>&1; then
   tail -30 "$CACHE_DIR/build.log"
   die "docker build (log: $CACHE_DIR/build.log)"
