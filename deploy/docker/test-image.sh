@@ -158,6 +158,8 @@ if ! $build_docker build --progress=plain --network host \
   die "docker build (log: $CACHE_DIR/build.log)"
 fi
 pass "docker build ($((SECONDS - build_start))s)"
+# Earlier builds of the image, untagged by this one (the build cache stays).
+docker image prune -f --filter "label=org.opencontainers.image.title=fabric_exporter" >/dev/null || true
 
 containers=()
 cleanup() {
