@@ -52,9 +52,11 @@ demo: build
 	  --collector.nccl.log-path='collector/fixtures/nccl/*.log' --collector.nccl.retention=0 \
 	  --web.listen-address=$(DEMO_ADDR)
 
-# Re-render alerts/fabric-rules.yml from alerts/rules.yml.tmpl and alerts/config.yml.
+# Re-render alerts/fabric-rules.yml from alerts/rules.yml.tmpl and alerts/config.yml,
+# and the Kubernetes PrometheusRule from alerts/fabric-rules.yml.
 rules:
 	$(GO) test ./alerts -run TestRenderedRulesUpToDate -update
+	$(GO) run ./deploy/kubernetes/gen
 
 update-golden:
 	$(GO) test ./cmd/fabric_exporter -run TestEndToEnd -update

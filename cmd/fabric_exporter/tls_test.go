@@ -63,6 +63,36 @@ func TestWebConfigTLSBasicAuth(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "web-config.yml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	checkTLSBasicAuth(t, pool, filepath.Join(dir, "web-config.yml"), "prometheus", "s3cret")
+}
+
+// The example deploy/web-config.yml works as documented: its hash is of the
+// password "changeme" (its comment says so), with a test certificate in
+// place of its certificate paths.
+func TestWebConfigExample(t *testing.T) {
+	dir := t.TempDir()
+	pool := writeSelfSigned(t, dir)
+	b, err := os.ReadFile("../../deploy/web-config.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(b)
+	for from, to := range map[string]string{"/etc/fabric_exporter/tls.crt": filepath.Join(dir, "cert.pem"), "/etc/fabric_exporter/tls.key": filepath.Join(dir, "key.pem")} {
+		if !strings.Contains(cfg, from) {
+			t.Fatalf("deploy/web-config.yml lacks %s", from)
+		}
+		cfg = strings.ReplaceAll(cfg, from, to)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "web-config.yml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	checkTLSBasicAuth(t, pool, filepath.Join(dir, "web-config.yml"), "prometheus", "changeme")
+}
+
+// checkTLSBasicAuth runs the exporter with the web config file cfgPath: user
+// and pass get the metrics over TLS; a wrong password, none or plain HTTP do not.
+func checkTLSBasicAuth(t *testing.T, pool *x509.CertPool, cfgPath, user, pass string) {
+	t.Helper()
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 5 * time.Second}
 	get := func(addr, user, pass string) (int, string) {
 		req, _ := http.NewRequest("GET", "https://"+addr+"/metrics", nil)
@@ -77,13 +107,13 @@ func TestWebConfigTLSBasicAuth(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	addr, _ := startExporterWith(t, func(addr string) bool { code, _ := get(addr, "prometheus", "s3cret"); return code == 200 },
-		"--path.sysfs="+fixtureSys, "--web.config.file="+filepath.Join(dir, "web-config.yml"))
+	addr, _ := startExporterWith(t, func(addr string) bool { code, _ := get(addr, user, pass); return code == 200 },
+		"--path.sysfs="+fixtureSys, "--web.config.file="+cfgPath)
 
-	if code, body := get(addr, "prometheus", "s3cret"); code != 200 || !strings.Contains(body, "fabric_rail_info") {
+	if code, body := get(addr, user, pass); code != 200 || !strings.Contains(body, "fabric_rail_info") {
 		t.Errorf("right password: %d", code)
 	}
-	if code, _ := get(addr, "prometheus", "wrong"); code != http.StatusUnauthorized {
+	if code, _ := get(addr, user, "wrong"); code != http.StatusUnauthorized {
 		t.Errorf("wrong password: %d, want 401", code)
 	}
 	if code, _ := get(addr, "", ""); code != http.StatusUnauthorized {
