@@ -187,3 +187,19 @@ func TestConfigStrict(t *testing.T) {
 		t.Errorf("rate window not applied: %v", err)
 	}
 }
+
+// FuzzParseConfig: any config text is rejected or renders rules; no panic.
+func FuzzParseConfig(f *testing.F) {
+	f.Add(defaultConfig)
+	f.Add([]byte("exporterSelector: x\n"))
+	f.Add([]byte("for: {short: 1s}\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseConfig(b)
+		if err != nil {
+			return
+		}
+		if _, err := Render(c); err != nil {
+			t.Fatalf("a config that parses does not render: %v", err)
+		}
+	})
+}

@@ -88,3 +88,20 @@ func TestRailsMemoizedPerScrape(t *testing.T) {
 		t.Errorf("next scrape: %d rails, want 1", n)
 	}
 }
+
+// FuzzParseRail: any --rail value either parses into a valid rail or is
+// rejected with an error; it never panics.
+func FuzzParseRail(f *testing.F) {
+	for _, s := range []string{"rail0=mlx5_0", "rail1=mlx5_3:1", "r=roceP2p1s0f1:2", "=x", "a=b:0", "a=../x", "a=b:99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		rc, err := ParseRail(s)
+		if err != nil {
+			return
+		}
+		if !railNameRE.MatchString(rc.Name) || rc.Device == "" || strings.ContainsAny(rc.Device, "/\x00") || rc.Port < 1 || rc.Port > 255 {
+			t.Fatalf("ParseRail(%q) accepted %+v", s, rc)
+		}
+	})
+}
