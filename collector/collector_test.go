@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -207,5 +209,34 @@ func TestOnceLogger(t *testing.T) {
 	o.Debug("c", "msg", "c")
 	if n := strings.Count(buf.String(), "msg=c"); n != 2 {
 		t.Errorf("over the bound: %d lines for c, want 2", n)
+	}
+}
+
+// Label values are bounded, on a UTF-8 boundary.
+func TestLabelValueBound(t *testing.T) {
+	f := NewFamily("fabric_test_bound_info", "h", prometheus.GaugeValue, "v")
+	long := strings.Repeat("é", 300) // 600 bytes
+	s := f.With(long)
+	if len(s.values[0]) > maxLabelValue || !utf8.ValidString(s.values[0]) || !strings.HasPrefix(long, s.values[0]) {
+		t.Errorf("bounded value: %d bytes, valid %v", len(s.values[0]), utf8.ValidString(s.values[0]))
+	}
+}
+
+// hw_counters names come from firmware: a port with more files than
+// maxDynamicNames gets that many families and no panic.
+func TestRDMADynamicNamesBound(t *testing.T) {
+	root := t.TempDir()
+	port := filepath.Join(root, "class", "infiniband", "hostile0", "ports", "1")
+	mustWrite(t, filepath.Join(port, "link_layer"), "Ethernet\n")
+	for i := range maxDynamicNames + 100 {
+		mustWrite(t, filepath.Join(port, "hw_counters", fmt.Sprintf("c%04d", i)), "1\n")
+	}
+	c, _ := newTestRDMA(t, fixtureOptions(t, root))
+	var b Batch
+	if err := c.Update(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.names) != maxDynamicNames {
+		t.Errorf("dynamic names = %d, want %d", len(c.names), maxDynamicNames)
 	}
 }

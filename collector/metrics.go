@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -116,7 +117,7 @@ func (f *Family) With(values ...string) *Series {
 	s := &Series{fam: f, values: make([]string, len(values))}
 	p := append(make([]byte, 0, len(f.name)+2+len(values)*24), f.name...)
 	for i, v := range values {
-		s.values[i] = strings.ToValidUTF8(v, "\uFFFD")
+		s.values[i] = boundValue(strings.ToValidUTF8(v, "\uFFFD"))
 	}
 	if len(values) > 0 {
 		p = append(p, '{')
@@ -133,6 +134,23 @@ func (f *Family) With(values ...string) *Series {
 	}
 	s.prefix = append(p, ' ')
 	return s
+}
+
+// maxLabelValue bounds a label value in bytes: values come from sysfs,
+// /proc, log files and GPU drivers, and a hostile or broken source must not
+// blow up a series.
+const maxLabelValue = 256
+
+// boundValue cuts v to maxLabelValue bytes on a UTF-8 boundary.
+func boundValue(v string) string {
+	if len(v) <= maxLabelValue {
+		return v
+	}
+	i := maxLabelValue
+	for i > 0 && !utf8.RuneStart(v[i]) {
+		i--
+	}
+	return v[:i]
 }
 
 // Batch is one collector's samples for one scrape.

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -460,4 +461,64 @@ func BenchmarkNCCLFollowFile(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// A log flooded with 1 GiB of garbage next to a healthy log: the garbage is
+// read through once with bounded memory, counted as unparsed, and the
+// healthy process keeps its state. (Skipped with -short.)
+func TestNCCLGarbageFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: writes 1 GiB")
+	}
+	dir, c := followDir(t, "*.log")
+	writeFile(t, filepath.Join(dir, "good.log"), "node1:42:42 [0] NCCL INFO Using network IB\nnode1:42:50 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA\n")
+	f, err := os.Create(filepath.Join(dir, "flood.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make([]byte, 1<<20)
+	rand.New(rand.NewSource(7)).Read(block)
+	for i := range block { // some line structure, some NCCL-looking text
+		if i%997 == 0 {
+			block[i] = '\n'
+		}
+	}
+	copy(block[1000:], "x:1:1 [0] NCCL INFO Using network ")
+	for range 1024 {
+		if _, err := f.Write(block); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	defer os.Remove(filepath.Join(dir, "flood.log"))
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := 0; ; i++ {
+		c.poll()
+		c.mu.Lock()
+		backlog := c.backlog
+		c.mu.Unlock()
+		if backlog == 0 {
+			break
+		}
+		if i > 10000 {
+			t.Fatalf("backlog never drained: %v bytes", backlog)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if grown := int64(after.HeapInuse) - int64(before.HeapInuse); grown > 64<<20 {
+		t.Errorf("heap grew by %d MiB reading 1 GiB", grown>>20)
+	}
+	c.mu.Lock()
+	unparsed, lines := c.unparsed, c.lines
+	c.mu.Unlock()
+	if unparsed < 1000 || lines < unparsed {
+		t.Errorf("lines %v, unparsed %v", lines, unparsed)
+	}
+	if s := c.summary()["node1/42"]; s.Net != "IB" || s.Conns["NET/IB gdr"] != 1 {
+		t.Errorf("the healthy process lost its state: %+v", s)
+	}
+	t.Logf("1 GiB read: %v lines, %v unparsed, heap %+d MiB", lines, unparsed, (int64(after.HeapInuse)-int64(before.HeapInuse))>>20)
 }
