@@ -43,12 +43,17 @@ type Sweep struct {
 
 // LoadSweep reads one or more sweep sources into one sweep: files ending in
 // .yaml/.yml or .csv are sweep descriptions, any other file is SGLang
-// bench_serving output (see ParseBenchServing). The windows are validated
-// together (unique names and concurrencies, Start < End) and sorted by
-// concurrency.
+// bench_serving output (see ParseBenchServing). A path that does not exist
+// but contains *, ? or [ is a glob pattern (bench/c*.log), expanded in
+// lexical order. The windows are validated together (unique names and
+// concurrencies, Start < End) and sorted by concurrency.
 func LoadSweep(paths []string, bench BenchOptions) (*Sweep, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("no sweep given")
+	}
+	paths, err := expandGlobs(paths)
+	if err != nil {
+		return nil, err
 	}
 	sw := &Sweep{}
 	for _, p := range paths {
@@ -77,6 +82,25 @@ func LoadSweep(paths []string, bench BenchOptions) (*Sweep, error) {
 		return nil, err
 	}
 	return sw, nil
+}
+
+func expandGlobs(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil || !strings.ContainsAny(p, "*?[") {
+			out = append(out, p)
+			continue
+		}
+		m, err := filepath.Glob(p)
+		if err != nil {
+			return nil, fmt.Errorf("pattern %q: %w", p, err)
+		}
+		if len(m) == 0 {
+			return nil, fmt.Errorf("pattern %q matches no file", p)
+		}
+		out = append(out, m...)
+	}
+	return out, nil
 }
 
 // validate checks the windows together and sorts them by concurrency.

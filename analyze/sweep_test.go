@@ -147,6 +147,14 @@ func TestSweepMixed(t *testing.T) {
 	if strings.Join(got, ",") != "sweep-loop-1,sweep-loop-2,c4,c16" {
 		t.Errorf("windows %v", got)
 	}
+	// The same through a glob pattern (quoted on the command line).
+	sw, err = LoadSweep([]string{y, "testdata/bench/*.log"}, DefaultBenchOptions)
+	if err != nil || len(sw.Windows) != 4 {
+		t.Errorf("glob: %v %v", sw, err)
+	}
+	if _, err := LoadSweep([]string{"testdata/bench/nothing*.log"}, DefaultBenchOptions); err == nil || !strings.Contains(err.Error(), "matches no file") {
+		t.Errorf("empty glob: %v", err)
+	}
 	y2 := writeTemp(t, "s.yaml", "windows:\n  - {name: c16x, concurrency: 16, start: 2026-11-02T10:13:00Z, end: 2026-11-02T10:18:00Z}\n")
 	if _, err := LoadSweep([]string{y2, "testdata/bench/c16.log"}, DefaultBenchOptions); err == nil || !strings.Contains(err.Error(), `like window "c16x"`) {
 		t.Errorf("duplicate concurrency across files: %v", err)

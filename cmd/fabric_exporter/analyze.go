@@ -29,7 +29,7 @@ func addAnalyzeCommand(app *kingpin.Application) *analyzeCommand {
 	c := app.Command("analyze", "Analyze a benchmark sweep from Prometheus: RDMA throughput per rail, bytes per input token, the knee and a saturation fit, with Markdown/CSV tables and PNG/SVG plots. See the README, \"Benchmark analysis\".")
 	a.cmd = c
 	c.Flag("prometheus.url", "Prometheus base URL, e.g. http://prometheus:9090.").Required().PlaceHolder("URL").StringVar(&a.cfg.PrometheusURL)
-	c.Flag("sweep", "The sweep (repeatable): a sweep file (.yaml/.yml/.csv with name, concurrency, start, end) or SGLang bench_serving output (any other file; timestamped lines).").Required().PlaceHolder("FILE").StringsVar(&a.cfg.Sweep)
+	c.Flag("sweep", "The sweep (repeatable; a quoted glob such as 'bench/c*.log' is expanded): a sweep file (.yaml/.yml/.csv with name, concurrency, start, end) or SGLang bench_serving output (any other file; timestamped lines).").Required().PlaceHolder("FILE").StringsVar(&a.cfg.Sweep)
 	c.Flag("compare", "A second sweep (repeatable, same forms) to compare point by point with --sweep (A/B mode).").PlaceHolder("FILE").StringsVar(&a.cfg.Compare)
 	c.Flag("name", "Label of --sweep in reports (default: the YAML file's name:, else A in A/B mode).").StringVar(&a.cfg.Name)
 	c.Flag("compare.name", "Label of --compare in reports (default: its YAML name:, else B).").StringVar(&a.cfg.CompareName)
