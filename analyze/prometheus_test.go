@@ -314,6 +314,7 @@ func TestRealPrometheusSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("stdout:\n%s", stdout.String())
 	checkSweep(t, a, synthA)
 	if a.Name != synthA.name {
 		t.Errorf("name %q", a.Name)
@@ -349,18 +350,27 @@ func TestRealPrometheusSweep(t *testing.T) {
 	}
 	checkImages(t, out, "throughput", "bytes_per_token")
 
-	if *updateDocs {
-		writeDocs(t, sweep, out, url)
-	}
+	writeDocs(t, sweep, out, url)
 }
 
-// writeDocs refreshes the README's worked example in docs/analyze.
+// docsDir holds the README's worked example, produced by this test.
+var docsDir = filepath.Join("..", "docs", "analyze")
+
+// writeDocs refreshes the README's worked example (make analyze-example);
+// without -docs it checks that the committed sweep and report are what
+// the analysis produces now.
 func writeDocs(t *testing.T, sweep, out, url string) {
-	docs := filepath.Join("..", "docs", "analyze")
-	if err := os.MkdirAll(docs, 0o755); err != nil {
-		t.Fatal(err)
+	t.Helper()
+	files := map[string]string{"sweep.yaml": sweep}
+	for _, f := range []string{"report.md", "throughput.png", "bytes_per_token.png", "windows.csv", "fits.csv"} {
+		files[f] = filepath.Join(out, f)
 	}
-	copyFile := func(from, to string) {
+	if *updateDocs {
+		if err := os.MkdirAll(docsDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for to, from := range files {
 		b, err := os.ReadFile(from)
 		if err != nil {
 			t.Fatal(err)
@@ -369,15 +379,20 @@ func writeDocs(t *testing.T, sweep, out, url string) {
 			// The test's Prometheus listens on a random port.
 			b = bytes.ReplaceAll(b, []byte(url), []byte("http://prometheus:9090"))
 		}
-		if err := os.WriteFile(filepath.Join(docs, to), b, 0o644); err != nil {
-			t.Fatal(err)
+		dst := filepath.Join(docsDir, to)
+		if *updateDocs {
+			if err := os.WriteFile(dst, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if to != "sweep.yaml" && to != "report.md" {
+			continue
+		}
+		if old, err := os.ReadFile(dst); err != nil || !bytes.Equal(old, b) {
+			t.Errorf("%s is not what the analysis produces now (%v); run make analyze-example and commit the result", dst, err)
 		}
 	}
-	copyFile(sweep, "sweep.yaml")
-	for _, f := range []string{"report.md", "throughput.png", "bytes_per_token.png", "windows.csv", "fits.csv"} {
-		copyFile(filepath.Join(out, f), f)
-	}
-	t.Logf("wrote %s", docs)
 }
 
 // TestRealPrometheusBench derives the windows from bench_serving output
@@ -509,6 +524,7 @@ func TestRealPrometheusErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
+			t.Log(err)
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q lacks %q", err, w)
