@@ -16,7 +16,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROMTOOL  ?= promtool
 DEMO_ADDR ?= :10470
 
-.PHONY: all build test vet fmt nogpu checkmetrics demo bench bench-nccl fuzz fixtures rules update-golden dashboards clean
+.PHONY: all build test vet fmt nogpu checkmetrics demo bench bench-nccl fuzz fixtures rules update-golden dashboards analyze-example clean
 
 all: test build
 
@@ -71,6 +71,12 @@ fixtures:
 dashboards:
 	$(GO) run ./dashboards/gen -out dashboards/json
 
+# The README's worked example of `fabric_exporter analyze` (docs/analyze/):
+# the analysis of the synthetic sweep served by a real Prometheus
+# (needs Debian's prometheus package).
+analyze-example:
+	$(GO) test ./analyze -run '^TestRealPrometheusSweep$$' -count=1 -args -docs
+
 # In-process benchmarks (go test -bench) and the side-by-side run against
 # node_exporter and the raw open/read/close floor (results: docs/benchmarks.md).
 bench: build
@@ -86,6 +92,7 @@ bench-nccl:
 fuzz:
 	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats FuzzParseCPUList FuzzParseNumaMaps FuzzParseProcStat FuzzParseProcStatus FuzzNcclEnv FuzzParseNCCLLine; do \
 	  echo "== $$t"; $(GO) test ./collector -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
+	$(GO) test ./analyze -run '^$$' -fuzz '^FuzzParseBenchServing$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -f $(BIN)

@@ -63,11 +63,19 @@ func run(args []string) int {
 			Default(fmt.Sprint(s.Default)).Action(func(*kingpin.ParseContext) error { explicit[name] = true; return nil }).Bool()
 	}
 	toolkitFlags := kingpinflag.AddFlags(app, defaultAddress)
+	// Commands: serving is the default, so that every existing invocation
+	// (flags only, no command) keeps running the exporter.
+	app.Command("serve", "Run the exporter (the default when no command is given).").Default()
+	analyzeCmd := addAnalyzeCommand(app)
 	app.Version(version.Print("fabric_exporter"))
 	app.HelpFlag.Short('h')
-	if _, err := app.Parse(args); err != nil {
+	cmd, err := app.Parse(args)
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "fabric_exporter: %v\n", err)
 		return 2
+	}
+	if cmd == analyzeCmd.cmd.FullCommand() {
+		return analyzeCmd.run(os.Stdout, os.Stderr)
 	}
 
 	logger := newLogger(*logLevel, *logFormat)
