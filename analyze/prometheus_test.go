@@ -11,7 +11,6 @@ import (
 	"image/png"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 // The tests in this file run the analysis against a real Prometheus
@@ -85,16 +86,6 @@ func needProm(t *testing.T) (prometheus, promtool string) {
 	return prometheus, promtool
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startPrometheus converts the synthetic series into TSDB blocks and
 // serves them; once per test binary.
 func startPrometheus(t *testing.T) string {
@@ -123,7 +114,7 @@ func startPrometheus(t *testing.T) string {
 			if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 15s\n"), 0o644); err != nil {
 				return err
 			}
-			addr := freePort(t)
+			addr := testenv.FreeAddr(t)
 			cmd := exec.Command(prometheus, "--config.file="+cfg, "--storage.tsdb.path="+data,
 				"--storage.tsdb.retention.time=100y", "--web.listen-address="+addr)
 			cmd.Stdout, cmd.Stderr = &realProm.log, &realProm.log
@@ -508,7 +499,7 @@ func TestRealPrometheusErrors(t *testing.T) {
 			[]string{`window "c1"`, `no fabric_rdma_port_info{job="fabric", device="mlx5_1", rail!=""} in the window: the exporter reported no rails`}},
 		{"bad selector", a, func(c *Config) { c.Query.ExporterSelector = `job=fabric` },
 			[]string{`window "c1"`, "bad_data", "parse error"}},
-		{"unreachable", a, func(c *Config) { c.PrometheusURL = "http://" + freePort(t) },
+		{"unreachable", a, func(c *Config) { c.PrometheusURL = "http://" + testenv.FreeAddr(t) },
 			[]string{"cannot reach Prometheus at http://127.0.0.1:", "connection refused"}},
 		{"bad URL", a, func(c *Config) { c.PrometheusURL = "prometheus:9090" },
 			[]string{`Prometheus URL "prometheus:9090": want http(s)://host:port`}},

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -26,33 +25,10 @@ import (
 	"github.com/fabric-exporter/fabric_exporter/alerts"
 	"github.com/fabric-exporter/fabric_exporter/dashboards"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 const repo = ".."
-
-func need(t *testing.T, names ...string) string {
-	t.Helper()
-	for _, n := range names {
-		if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%v not found; .ci/run installs Debian's prometheus and prometheus-alertmanager", names)
-	}
-	t.Skipf("%v not found", names)
-	return ""
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // start runs a command until the test ends; its output goes to a log file
 // that is printed if the test fails.
@@ -81,21 +57,6 @@ func start(t *testing.T, name string, args ...string) *exec.Cmd {
 		}
 	})
 	return cmd
-}
-
-func waitHTTP(t *testing.T, url string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s did not answer", url)
 }
 
 func writeInPlace(path, content string) error {
@@ -190,8 +151,8 @@ func TestAlertingEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	promBin := need(t, "prometheus")
-	amBin := need(t, "prometheus-alertmanager", "alertmanager")
+	promBin := testenv.Tool(t, "prometheus")
+	amBin := testenv.Tool(t, "prometheus-alertmanager", "alertmanager")
 	tmp := t.TempDir()
 
 	exporter := filepath.Join(tmp, "fabric_exporter")
@@ -213,7 +174,7 @@ func TestAlertingEndToEnd(t *testing.T) {
 
 	nodes := map[string]*node{}
 	for _, name := range []string{"healthy", "pfc", "retrans", "linkdown", "nccl", "placement"} {
-		n := &node{name: name, addr: freeAddr(t), sys: filepath.Join(tmp, name, "sys"), eth: filepath.Join(tmp, name, "ethtool"),
+		n := &node{name: name, addr: testenv.FreeAddr(t), sys: filepath.Join(tmp, name, "sys"), eth: filepath.Join(tmp, name, "ethtool"),
 			counters: map[string]uint64{}}
 		for _, d := range [][2]string{{"collector/fixtures/sys", n.sys}, {"collector/fixtures/ethtool", n.eth}} {
 			if err := os.MkdirAll(d[1], 0o755); err != nil {
@@ -345,14 +306,14 @@ func TestAlertingEndToEnd(t *testing.T) {
 	hook := &webhook{}
 	hookSrv := httptest.NewServer(hook)
 	defer hookSrv.Close()
-	amAddr := freeAddr(t)
+	amAddr := testenv.FreeAddr(t)
 	amCfg := filepath.Join(tmp, "alertmanager.yml")
 	if err := writeAlertmanagerConfig(filepath.Join(repo, "deploy/alertmanager/alertmanager.yml"), amCfg, hookSrv.URL); err != nil {
 		t.Fatal(err)
 	}
 	start(t, amBin, "--config.file="+amCfg, "--storage.path="+filepath.Join(tmp, "am"), "--web.listen-address="+amAddr,
 		"--cluster.listen-address=")
-	waitHTTP(t, "http://"+amAddr+"/-/ready")
+	testenv.WaitHTTP(t, "http://"+amAddr+"/-/ready")
 
 	// Prometheus with the shipped rules, rendered with test timings.
 	cfg := alerts.DefaultConfig()
@@ -388,9 +349,9 @@ scrape_configs:
 `, rulesPath, amAddr, strings.Join(targets, ", "), strings.TrimPrefix(sglang.URL, "http://"))
 	promYml := filepath.Join(tmp, "prometheus.yml")
 	os.WriteFile(promYml, []byte(promCfg), 0o644)
-	promAddr := freeAddr(t)
+	promAddr := testenv.FreeAddr(t)
 	start(t, promBin, "--config.file="+promYml, "--storage.tsdb.path="+filepath.Join(tmp, "tsdb"), "--web.listen-address="+promAddr)
-	waitHTTP(t, "http://"+promAddr+"/-/ready")
+	testenv.WaitHTTP(t, "http://"+promAddr+"/-/ready")
 	prom := &promClient{base: "http://" + promAddr}
 
 	// Baseline: every target up, rates flowing, nothing firing.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 // Two Prometheus servers scraping the same exporter at the same time get
@@ -19,26 +21,26 @@ func TestTwoPrometheusServersAgree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	promBin := need(t, "prometheus")
+	promBin := testenv.Tool(t, "prometheus")
 	tmp := t.TempDir()
 	exporter := filepath.Join(tmp, "fabric_exporter")
 	if out, err := exec.Command("go", "build", "-o", exporter, "../cmd/fabric_exporter").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	start(t, exporter, "--web.listen-address="+addr, "--path.sysfs="+filepath.Join(repo, "collector/fixtures/sys"),
 		"--path.procfs="+filepath.Join(repo, "collector/fixtures/proc"),
 		"--collector.pfc.ethtool-fixtures="+filepath.Join(repo, "collector/fixtures/ethtool"),
 		"--collector.gpu.fixture="+filepath.Join(repo, "collector/fixtures/gpu/dcgm-8gpu.json"))
-	waitHTTP(t, "http://"+addr+"/metrics")
+	testenv.WaitHTTP(t, "http://"+addr+"/metrics")
 
 	var proms []*promClient
 	for i := range 2 {
 		cfg := filepath.Join(tmp, fmt.Sprintf("prom%d.yml", i))
 		os.WriteFile(cfg, []byte(fmt.Sprintf("global: {scrape_interval: 1s}\nscrape_configs:\n- job_name: fabric\n  static_configs: [{targets: ['%s']}]\n", addr)), 0o644)
-		pa := freeAddr(t)
+		pa := testenv.FreeAddr(t)
 		start(t, promBin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(tmp, fmt.Sprintf("tsdb%d", i)), "--web.listen-address="+pa)
-		waitHTTP(t, "http://"+pa+"/-/ready")
+		testenv.WaitHTTP(t, "http://"+pa+"/-/ready")
 		proms = append(proms, &promClient{base: "http://" + pa})
 	}
 	// Counters that move with every scrape (durations, the read-error

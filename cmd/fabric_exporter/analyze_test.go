@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 // The analysis itself is tested against a real Prometheus in ../../analyze;
@@ -176,7 +178,7 @@ func TestAnalyzeErrors(t *testing.T) {
 	os.WriteFile(good, []byte(cliSweep), 0o644)
 	bad := filepath.Join(dir, "bad.csv")
 	os.WriteFile(bad, []byte("name,concurrency,start\n"), 0o644)
-	down := "http://" + freeAddr(t)
+	down := "http://" + testenv.FreeAddr(t)
 	for _, tc := range []struct {
 		args []string
 		code int

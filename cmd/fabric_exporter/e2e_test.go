@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden file collector/fixtures/e2e-output.txt")
@@ -46,16 +47,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // syncBuffer is a bytes.Buffer safe for the exec copier and the test.
@@ -91,7 +82,7 @@ func startExporter(t *testing.T, args ...string) (addr string, logs *syncBuffer)
 // startExporterWith runs the binary and waits until ready(addr) is true.
 func startExporterWith(t *testing.T, ready func(addr string) bool, args ...string) (addr string, logs *syncBuffer) {
 	t.Helper()
-	addr = freeAddr(t)
+	addr = testenv.FreeAddr(t)
 	logs = &syncBuffer{}
 	cmd := exec.Command(binary, append([]string{"--web.listen-address=" + addr}, args...)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -306,7 +297,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--collector.nccl.max-processes=0"}, "max-processes 0: must be at least 1"},
 		{[]string{"--collector.nccl.poll-interval=1ms"}, "poll-interval 1ms: must be at least 10ms"},
 	} {
-		out, err := exec.Command(binary, append(tc.args, "--web.listen-address="+freeAddr(t))...).CombinedOutput()
+		out, err := exec.Command(binary, append(tc.args, "--web.listen-address="+testenv.FreeAddr(t))...).CombinedOutput()
 		if err == nil {
 			t.Errorf("%v: exporter started", tc.args)
 			continue
