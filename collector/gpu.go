@@ -195,7 +195,7 @@ func (c *gpuCollector) numaNode(bus string) string {
 	}
 	n := ""
 	if bus != "" && len(c.numa) < 256 {
-		r := newSysReader()
+		r := newSysReaderIn(c.opts.SysfsPath)
 		if s, err := r.readString(filepath.Join(c.opts.SysfsPath, "bus", "pci", "devices", bus, "numa_node")); err == nil {
 			if v, err := parseSysfsInt([]byte(s)); err == nil && v >= 0 {
 				n = strconv.FormatInt(v, 10)

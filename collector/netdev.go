@@ -82,7 +82,7 @@ func newNetdevCollector(env Env, o *Options) (Collector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--collector.netdev.%w", err)
 	}
-	reader := newSysReader()
+	reader := newSysReaderIn(o.SysfsPath)
 	c := &netdevCollector{
 		env: env, opts: o, reader: reader,
 		fams: map[string]*Family{}, ifs: newClassCache[*netIf](o.sysPath("class", "net"), reader), filter: filter,

@@ -53,7 +53,7 @@ type numaNode struct {
 func newNumaCollector(env Env, o *Options) (Collector, error) {
 	g := prometheus.GaugeValue
 	c := &numaCollector{
-		env: env, dir: o.sysPath("devices", "system", "node"), reader: newSysReader(), nodes: map[string]*numaNode{},
+		env: env, dir: o.sysPath("devices", "system", "node"), reader: newSysReaderIn(o.SysfsPath), nodes: map[string]*numaNode{},
 		memTotal: NewFamily("fabric_numa_memory_total_bytes", "Memory of the NUMA node (node*/meminfo MemTotal).", g, "numa_node"),
 		memFree:  NewFamily("fabric_numa_memory_free_bytes", "Free memory of the NUMA node (node*/meminfo MemFree).", g, "numa_node"),
 		inf:      NewFamily("fabric_numa_node_info", "A NUMA node and its CPUs (node*/cpulist; \"\" for a node without CPUs).", g, "numa_node", "cpulist"),

@@ -73,7 +73,7 @@ type Rails struct {
 // NewRails returns the rail resolver. With static rails it checks that every
 // named device and port exists now and fails with a clear message otherwise.
 func NewRails(sysfs string, static []RailConfig) (*Rails, error) {
-	r := &Rails{sysfs: sysfs, static: static, reader: newSysReader(), links: map[string]string{}, ethPorts: map[string][]string{}}
+	r := &Rails{sysfs: sysfs, static: static, reader: newSysReaderIn(sysfs), links: map[string]string{}, ethPorts: map[string][]string{}}
 	seen := map[string]bool{}
 	for _, rc := range static {
 		if seen[rc.Name] {

@@ -111,7 +111,7 @@ func newRDMACollector(env Env, o *Options) (Collector, error) {
 		return nil, fmt.Errorf("--collector.rdma.%w", err)
 	}
 	gauge := prometheus.GaugeValue
-	reader := newSysReader()
+	reader := newSysReaderIn(o.SysfsPath)
 	c := &rdmaCollector{
 		env: env, opts: o, rails: o.Rails, reader: reader,
 		devices: newClassCache[*ibDevice](o.sysPath("class", "infiniband"), reader), names: map[string]bool{}, filter: filter,

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 )
@@ -264,5 +266,46 @@ func TestRDMADeviceFilter(t *testing.T) {
 	c, _ := newTestRDMA(t, o)
 	if n := testutil.CollectAndCount(updater{c: c}, "fabric_rdma_device_info"); n != 2 {
 		t.Errorf("devices with include mlx5_.* = %d, want 2", n)
+	}
+}
+
+// Reads never leave --path.sysfs: a counter that is an absolute symlink, or
+// a relative one climbing out of the tree, is not read.
+func TestRDMASymlinksConfinedToSysfs(t *testing.T) {
+	outside := t.TempDir()
+	mustWrite(t, filepath.Join(outside, "secret"), "4242\n")
+	root := t.TempDir()
+	hw := filepath.Join(root, "class", "infiniband", "mlx5_9", "ports", "1", "hw_counters")
+	mustWrite(t, filepath.Join(hw, "..", "link_layer"), "Ethernet\n")
+	mustWrite(t, filepath.Join(hw, "..", "state"), "4: ACTIVE\n")
+	mustWrite(t, filepath.Join(hw, "ok_counter"), "7\n")
+	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(hw, "abs_escape")); err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := filepath.Rel(hw, filepath.Join(outside, "secret"))
+	if err := os.Symlink(rel, filepath.Join(hw, "rel_escape")); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := newTestRDMA(t, fixtureOptions(t, root))
+	// Symlinks are not regular files: list them as counters to make sure the
+	// read itself refuses them.
+	c.devices.get("mlx5_9", func(dir string) (*ibDevice, error) { return c.scanDevice("mlx5_9", dir) })
+	d, _ := c.devices.get("mlx5_9", nil)
+	for _, f := range []string{"abs_escape", "rel_escape"} {
+		fam := c.family("fabric_rdma_hw_"+f+"_total", "h", prometheus.CounterValue)
+		d.ports[0].counters = append(d.ports[0].counters, counterFile{path: filepath.Join(hw, f), series: fam.With("mlx5_9", "1"), scale: 1})
+	}
+	var b Batch
+	if err := c.Update(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	writeText(&buf, []*Batch{&b})
+	out := buf.String()
+	if strings.Contains(out, "4242") || strings.Contains(out, "escape") {
+		t.Errorf("a value from outside the sysfs root was exported:\n%s", out)
+	}
+	if !strings.Contains(out, `fabric_rdma_hw_ok_counter_total{device="mlx5_9",port="1"} 7`) {
+		t.Errorf("the counter inside the tree is missing:\n%s", out)
 	}
 }

@@ -86,6 +86,51 @@ func newSysReader() *sysReader {
 	return &sysReader{files: map[string]attrFile{}, maxOpen: fdBudget, open: openFD}
 }
 
+// newSysReaderIn returns a reader confined to root (--path.sysfs): a path
+// whose resolution leaves root — an absolute symlink, or a relative one
+// climbing above it — is refused (EXDEV) instead of read. The kernel's own
+// sysfs links are relative and stay inside.
+func newSysReaderIn(root string) *sysReader {
+	r := newSysReader()
+	c := &confined{root: filepath.Clean(root)}
+	r.open = c.open
+	return r
+}
+
+type confined struct {
+	root   string
+	once   sync.Once
+	rootFD int
+	err    error
+}
+
+func (c *confined) open(path string) (attrFile, error) {
+	rel, err := filepath.Rel(c.root, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return nil, &os.PathError{Op: "open", Path: path, Err: syscall.EXDEV}
+	}
+	c.once.Do(func() {
+		c.rootFD, c.err = unix.Open(c.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
+	if c.err != nil {
+		return openFD(path)
+	}
+	how := &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
+	for {
+		fd, err := unix.Openat2(c.rootFD, rel, how)
+		switch err {
+		case nil:
+			return fdFile(fd), nil
+		case unix.EINTR, unix.EAGAIN:
+			continue
+		case unix.ENOSYS, unix.EPERM:
+			// Kernels before 5.6 (or a seccomp filter) lack openat2.
+			return openFD(path)
+		}
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+}
+
 // maxAttrSize bounds one attribute read; sysfs attributes are at most a page.
 const maxAttrSize = 4096
 

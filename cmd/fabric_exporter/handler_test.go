@@ -4,10 +4,12 @@ import (
 	"compress/gzip"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-kit/log"
 
@@ -79,5 +81,32 @@ func TestHandlerGzip(t *testing.T) {
 	}
 	if acceptsGzip("gzip;q=0") || !acceptsGzip("br, gzip;q=0.8") || acceptsGzip("identity") {
 		t.Error("acceptsGzip is wrong")
+	}
+}
+
+// A client that sends a partial request and nothing more (slowloris) is cut
+// off by the server's ReadHeaderTimeout instead of holding a connection.
+func TestSlowHeadersAreCutOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: waits for the 10 s header timeout")
+	}
+	addr, _ := startExporter(t, "--path.sysfs="+fixtureSys, "--collector.disable-defaults", "--collector.rdma")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("GET /metrics HTTP/1.1\r\nHost: x\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, err = io.ReadAll(conn)
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatalf("connection not closed by the server: %v after %s", err, elapsed)
+	}
+	if elapsed < 9*time.Second || elapsed > 20*time.Second {
+		t.Errorf("server closed the slow connection after %s, want about 10 s", elapsed)
 	}
 }
