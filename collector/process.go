@@ -742,7 +742,7 @@ func (c *processCollector) readVerbs() map[string]string {
 		if !strings.HasPrefix(n, "uverbs") {
 			continue
 		}
-		if dev := readSmall(filepath.Join(dir, n, "ibdev")); dev != "" {
+		if dev := readSmall(c.sysfs, filepath.Join(dir, n, "ibdev")); dev != "" {
 			m[dev] = n
 		}
 	}
@@ -764,7 +764,7 @@ func (c *processCollector) refreshNodes(now time.Time) {
 			continue
 		}
 		num, _ := strconv.Atoi(id)
-		cpus, _ := parseCPUList([]byte(readSmall(filepath.Join(dir, n, "cpulist"))))
+		cpus, _ := parseCPUList([]byte(readSmall(c.sysfs, filepath.Join(dir, n, "cpulist"))))
 		c.nodes = append(c.nodes, sysNode{id: num, name: id, cpus: cpus})
 	}
 	sort.Slice(c.nodes, func(i, j int) bool { return c.nodes[i].id < c.nodes[j].id })

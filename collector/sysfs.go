@@ -104,6 +104,13 @@ type confined struct {
 	err    error
 }
 
+// close releases the root directory's descriptor.
+func (c *confined) close() {
+	if c.err == nil && c.rootFD > 0 {
+		unix.Close(c.rootFD)
+	}
+}
+
 func (c *confined) open(path string) (attrFile, error) {
 	rel, err := filepath.Rel(c.root, path)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {

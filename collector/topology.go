@@ -177,10 +177,10 @@ func (c *topologyCollector) findGPUs(devRoot string) []*pciLoc {
 	var gpus []*pciLoc
 	for _, bdf := range names {
 		dir := filepath.Join(c.dirs[0], bdf)
-		if readSmall(filepath.Join(dir, "vendor")) != nvidiaVendor {
+		if readSmall(c.sysfs, filepath.Join(dir, "vendor")) != nvidiaVendor {
 			continue
 		}
-		class := readSmall(filepath.Join(dir, "class"))
+		class := readSmall(c.sysfs, filepath.Join(dir, "class"))
 		if !strings.HasPrefix(class, "0x0300") && !strings.HasPrefix(class, "0x0302") {
 			continue
 		}
@@ -250,21 +250,24 @@ func (c *topologyCollector) locate(devRoot, path string) (*pciLoc, error) {
 	}
 	l := &pciLoc{bdf: parts[last], root: parts[0], chain: parts[1 : last+1], numa: -1}
 	fn := filepath.Join(devRoot, filepath.Join(parts[:last+1]...))
-	if v, err := parseSysfsInt([]byte(readSmall(filepath.Join(fn, "numa_node")))); err == nil && v >= 0 {
+	if v, err := parseSysfsInt([]byte(readSmall(c.sysfs, filepath.Join(fn, "numa_node")))); err == nil && v >= 0 {
 		l.numa, l.numaLabel = int(v), strconv.FormatInt(v, 10)
 	}
-	l.cpulist = readSmall(filepath.Join(fn, "local_cpulist"))
+	l.cpulist = readSmall(c.sysfs, filepath.Join(fn, "local_cpulist"))
 	return l, nil
 }
 
-// readSmall returns the trimmed content of a small file, "" when unreadable.
-func readSmall(path string) string {
-	f, err := os.Open(path)
+// readSmall returns the trimmed content of a small file below root (the
+// sysfs root; links leaving it are not followed), "" when unreadable.
+func readSmall(root, path string) string {
+	c := &confined{root: filepath.Clean(root)}
+	defer c.close()
+	f, err := c.open(path)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
 	var buf [maxAttrSize]byte
-	n, _ := f.Read(buf[:])
-	return string(bytes.TrimSpace(buf[:n]))
+	n, _ := f.ReadAt(buf[:], 0)
+	return string(bytes.TrimSpace(buf[:max(n, 0)]))
 }
