@@ -245,13 +245,17 @@ func cutFields(s string, n int) string {
 }
 
 func parseStamp(s string, loc *time.Location) (time.Time, bool) {
+	// A benchmark cannot predate Prometheus, let alone the Unix epoch: a
+	// date before 2000 is a typo or a log line that merely looks like one,
+	// and year 1 would read as "no time" (time.IsZero) downstream.
+	plausible := func(t time.Time) bool { return t.Year() >= 2000 && t.Year() < 2200 }
 	for _, l := range zonedLayouts {
-		if t, err := time.Parse(l, s); err == nil {
+		if t, err := time.Parse(l, s); err == nil && plausible(t) {
 			return t.UTC(), true
 		}
 	}
 	for _, l := range localLayouts {
-		if t, err := time.ParseInLocation(l, s, loc); err == nil {
+		if t, err := time.ParseInLocation(l, s, loc); err == nil && plausible(t) {
 			return t.UTC(), true
 		}
 	}

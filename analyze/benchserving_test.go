@@ -112,6 +112,9 @@ func TestBenchServingErrors(t *testing.T) {
 		{"interrupted then rerun", start + "Traceback\n" + start + "Benchmark duration (s): 2.5\n", "line 1: the run started here"},
 		{"bad number", start + "Benchmark duration (s):                  fast\n", "line 2: Benchmark duration (s): \"fast\": not a number"},
 		{"zero duration", start + "Benchmark duration (s):                  0.00\n", "not a number"},
+		// Found by FuzzParseBenchServing: year 1 parsed as a time and became a
+		// zero start. Dates outside 2000–2199 are not taken for timestamps.
+		{"year 1", "0001-01-01 0:00:00 Starting main benchmark run\nBenchmark duration (s):1", "line 1: \"Starting main benchmark run\" has no timestamp"},
 	} {
 		_, err := ParseBenchServing(tc.text, DefaultBenchOptions)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
