@@ -563,42 +563,45 @@ func (c *ncclCollector) addConn(p *ncclProc, transport []byte, gdr bool) int {
 // setDevices replaces the device list when it changed; false when the list
 // names no device ("NET/IB : Using [RO]; OOB …" after "No device found").
 func (c *ncclCollector) setDevices(p *ncclProc, list []byte) bool {
-	if string(list) == p.devKey {
-		return len(p.devices) > 0
-	}
-	var out []*Series
-	forEachNCCLListItem(list, func(item []byte) {
-		if len(out) >= maxNCCLListItems {
-			return
-		}
+	return setNCCLList(&p.devices, &p.devKey, list, func(item []byte) *Series {
 		if dev, port, link, ok := splitNCCLDevice(item); ok {
-			out = append(out, c.devInfo.With(p.host, p.pid, boundLabel(dev), boundLabel(port), boundLabel(link)))
+			return c.devInfo.With(p.host, p.pid, boundLabel(dev), boundLabel(port), boundLabel(link))
 		}
+		return nil
 	})
-	if len(out) == 0 {
-		return false
-	}
-	p.devices, p.devKey = out, boundKey(list)
-	return true
 }
 
+// setInterfaces is setDevices for the socket transport's interface list.
 func (c *ncclCollector) setInterfaces(p *ncclProc, list []byte) bool {
-	if string(list) == p.ifKey {
-		return len(p.ifaces) > 0
+	return setNCCLList(&p.ifaces, &p.ifKey, list, func(item []byte) *Series {
+		if ifc, ok := splitNCCLInterface(item); ok {
+			return c.ifInfo.With(p.host, p.pid, boundLabel(ifc))
+		}
+		return nil
+	})
+}
+
+// setNCCLList rebuilds *series from a logged list unless the list is the
+// one seen last (*key), keeping at most maxNCCLListItems items that item
+// turns into a series (nil: not an item). The previous list stays when the
+// new one has no item; false then.
+func setNCCLList(series *[]*Series, key *string, list []byte, item func([]byte) *Series) bool {
+	if string(list) == *key {
+		return len(*series) > 0
 	}
 	var out []*Series
-	forEachNCCLListItem(list, func(item []byte) {
+	forEachNCCLListItem(list, func(b []byte) {
 		if len(out) >= maxNCCLListItems {
 			return
 		}
-		if ifc, ok := splitNCCLInterface(item); ok {
-			out = append(out, c.ifInfo.With(p.host, p.pid, boundLabel(ifc)))
+		if s := item(b); s != nil {
+			out = append(out, s)
 		}
 	})
 	if len(out) == 0 {
 		return false
 	}
-	p.ifaces, p.ifKey = out, boundKey(list)
+	*series, *key = out, boundKey(list)
 	return true
 }
 
