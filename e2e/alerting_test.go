@@ -531,6 +531,12 @@ scrape_configs:
 		for _, e := range delivered {
 			known = known || (ev.labels["alertname"] == e.alert && ev.labels["instance"] == nodes[e.node].addr)
 		}
+		// A rail that comes back starts with a partial 1m rate window, so
+		// its node looks unbalanced for a few seconds: longer than the test's
+		// 5 s `for` (10 m in the shipped rules).
+		if n := byAddr[ev.labels["instance"]]; ev.labels["alertname"] == "RailImbalance" && (n == "vanish" || n == "restart") {
+			known = true
+		}
 		if !known {
 			t.Errorf("unexpected notification (RailTCPFallbackSuspected must stay inhibited): %+v", ev)
 		}
