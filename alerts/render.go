@@ -31,6 +31,7 @@ type Config struct {
 	RailLinkFlapChanges        float64 `yaml:"railLinkFlapChanges"`
 	FlapWindow                 string  `yaml:"flapWindow"`
 	PauseStormWindow           string  `yaml:"pauseStormWindow"`
+	RailHistoryWindow          string  `yaml:"railHistoryWindow"`
 	RailTCPFallbackMinBits     float64 `yaml:"railTCPFallbackMinBits"`
 	RailTCPFallbackMaxRDMABits float64 `yaml:"railTCPFallbackMaxRDMABits"`
 	NonRailNICMaxBits          float64 `yaml:"nonRailNICMaxBits"`
@@ -65,8 +66,10 @@ func ParseConfig(b []byte) (Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return c, fmt.Errorf("alerts config: %w", err)
 	}
-	for name, v := range map[string]string{"exporterSelector": c.ExporterSelector, "sglangSelector": c.SGLangSelector,
-		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "clusterLabel": c.ClusterLabel, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
+	// sglangSelector may be empty: SGLang's sglang:* names are unique too.
+	for name, v := range map[string]string{"exporterSelector": c.ExporterSelector,
+		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "railHistoryWindow": c.RailHistoryWindow,
+		"clusterLabel": c.ClusterLabel, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
 		if strings.TrimSpace(v) == "" {
 			return c, fmt.Errorf("alerts config: %s is empty", name)
 		}
@@ -94,11 +97,20 @@ var retransOnly = RetransCounters[:6]
 // GPUFields are the ratio fields averaged per node.
 var GPUFields = []string{"graphics_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active"}
 
+// Matchers returns the label matchers as a selector block ({…}), or "" when
+// there are none.
+func Matchers(m string) string {
+	if strings.TrimSpace(m) == "" {
+		return ""
+	}
+	return "{" + m + "}"
+}
+
 // Render returns the rule file for c.
 func Render(c Config) ([]byte, error) {
 	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 	data := map[string]any{
-		"W": c.RateWindow, "C": c.ClusterLabel, "Sel": c.ExporterSelector, "SGLang": c.SGLangSelector, "Runbook": c.RunbookURL,
+		"W": c.RateWindow, "C": c.ClusterLabel, "Sel": c.ExporterSelector, "SGLang": Matchers(c.SGLangSelector), "Runbook": c.RunbookURL,
 		"RetransCounters": RetransCounters, "RetransRegexp": strings.Join(retransOnly, "|"), "GPUFields": GPUFields,
 		"ExpectedRailSpeedBits": num(c.ExpectedRailSpeedBytes * 8), "ExpectedRailSpeedGbit": num(c.ExpectedRailSpeedBytes * 8 / 1e9),
 		"RailLinkFlapChanges": num(c.RailLinkFlapChanges), "RailTCPFallbackMinBits": num(c.RailTCPFallbackMinBits),
@@ -107,7 +119,7 @@ func Render(c Config) ([]byte, error) {
 		"PFCPauseOccupancy": num(c.PFCPauseOccupancy), "PFCPauseOccupancyPct": num(c.PFCPauseOccupancy * 100),
 		"RoCERetransPerSecond": num(c.RoCERetransPerSecond), "RoCECNPIgnoredPerSecond": num(c.RoCECNPIgnoredPerSecond),
 		"CrossNUMALocalRatio": num(c.CrossNUMALocalRatio), "CrossNUMAMinBytes": num(c.CrossNUMAMinBytes),
-		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow,
+		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow, "RailHistoryWindow": c.RailHistoryWindow,
 	}
 	t, err := template.New("rules").Delims("<%", "%>").Option("missingkey=error").Parse(rulesTemplate)
 	if err != nil {

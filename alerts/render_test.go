@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -82,6 +83,38 @@ func TestPromtool(t *testing.T) {
 	}
 	if n := strings.Count(string(out), "SUCCESS"); n != len(tests) {
 		t.Errorf("promtool test rules: %d of %d files passed\n%s", n, len(tests), out)
+	}
+
+	// tests/annotations/: annotations built from queries (the reason of
+	// FabricCollectorFailing, the paused priorities of PFCStorm), checked
+	// against the rules with their annotations.
+	adir := t.TempDir()
+	rendered, err := os.ReadFile(renderedPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(adir, renderedPath), rendered, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	atests, _ := filepath.Glob("tests/annotations/*_test.yml")
+	if len(atests) == 0 {
+		t.Fatal("no annotation tests")
+	}
+	args = args[:0]
+	for _, f := range atests {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(adir, filepath.Base(f))
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, dst)
+	}
+	out, err = exec.Command(promtool, append([]string{"test", "rules"}, args...)...).CombinedOutput()
+	if err != nil || strings.Count(string(out), "SUCCESS") != len(atests) {
+		t.Fatalf("promtool test rules (annotations): %v\n%s", err, out)
 	}
 }
 
@@ -185,6 +218,58 @@ func TestConfigStrict(t *testing.T) {
 	b, err := Render(c)
 	if err != nil || !strings.Contains(string(b), "rail:fabric_rdma_transmitted_bits:rate5m") || !strings.Contains(string(b), "[5m]") {
 		t.Errorf("rate window not applied: %v", err)
+	}
+}
+
+var jobMatcher = regexp.MustCompile(`\bjob\s*(=|!=|=~|!~)`)
+
+// The rules select by metric name: no expression but FabricExporterDown's
+// names a job, and exporterSelector lands in that one (issue 15: rules that
+// only worked under job="fabric").
+func TestOnlyExporterDownSelectsJob(t *testing.T) {
+	c := DefaultConfig()
+	c.ExporterSelector = `job="serviceMonitor/monitoring/fabric-exporter/0"`
+	c.SGLangSelector = ""
+	b, err := Render(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "rules.yml")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rf, err := readRules(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			n++
+			name := r.Alert + r.Record
+			if r.Alert == "FabricExporterDown" {
+				if want := "up{" + c.ExporterSelector + "} == 0"; strings.TrimSpace(r.Expr) != want {
+					t.Errorf("FabricExporterDown: %q, want %q", r.Expr, want)
+				}
+				continue
+			}
+			if jobMatcher.MatchString(r.Expr) {
+				t.Errorf("%s selects by job: %s", name, r.Expr)
+			}
+			if strings.Contains(r.Expr, "{}") {
+				t.Errorf("%s has an empty selector: %s", name, r.Expr)
+			}
+		}
+	}
+	if n < 40 {
+		t.Errorf("only %d rules", n)
+	}
+	c.SGLangSelector = `job="sglang"`
+	if b, _ := Render(c); !strings.Contains(string(b), `sglang:prompt_tokens_total{job="sglang"}[`) {
+		t.Error("sglangSelector not applied")
+	}
+	if _, err := ParseConfig([]byte("exporterSelector: ' '\nsglangSelector: ''\n")); err == nil {
+		t.Error("empty exporterSelector accepted")
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
@@ -233,7 +234,10 @@ func loadAnnotation(c alerts.Config, start bool) *dashboard.AnnotationQueryBuild
 }
 
 func loadExpr(c alerts.Config, now, before string) string {
-	m := fmt.Sprintf(`{%s, cluster=~"$cluster"}`, c.SGLangSelector)
+	m := `{cluster=~"$cluster"}`
+	if strings.TrimSpace(c.SGLangSelector) != "" {
+		m = fmt.Sprintf(`{%s, cluster=~"$cluster"}`, c.SGLangSelector)
+	}
 	return fmt.Sprintf("(sum by (cluster) (sglang:num_running_reqs%s) %s) and on (cluster) (sum by (cluster) (sglang:num_running_reqs%s offset %s) %s)",
 		m, now, m, loadShift, before)
 }

@@ -513,6 +513,9 @@ func TestMetricNamesExist(t *testing.T) {
 		// volatile, so left out of the golden file
 		"fabric_exporter_build_info": "exporter", "fabric_scrape_collector_duration_seconds": "exporter",
 		"sglang:num_running_reqs": "sglang",
+		// issue 15's shared interface: the exporter side (collector/) lands
+		// in a separate branch; once merged the golden file has it too.
+		"fabric_collector_state_info": "exporter",
 	}
 	golden, err := os.ReadFile("../collector/fixtures/e2e-output.txt")
 	if err != nil {
@@ -544,6 +547,26 @@ func TestMetricNamesExist(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Fabric overview shows each collector's state and reason (issue 15: why a
+// panel is empty), as a table with the state and reason columns.
+func TestCollectorStatePanel(t *testing.T) {
+	found := false
+	for _, q := range mustQueries(t) {
+		if q.UID == "fabric-overview" && strings.HasPrefix(q.Template, "fabric_collector_state_info{") && q.Instant {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("Fabric overview has no instant query of fabric_collector_state_info")
+	}
+	for _, p := range allPanels(loadCommitted(t)["fabric-overview.json"].Panels) {
+		if p.Title == "Collector state" && p.Type == "table" {
+			return
+		}
+	}
+	t.Error("Fabric overview has no Collector state table")
 }
 
 // The GPU dashboard covers the fields the recording rules average.

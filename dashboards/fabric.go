@@ -109,8 +109,20 @@ func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 			query(rdmaPortRail("fabric_rdma_port_rate_bytes_per_second"+sel()+" * 8"), "{{instance}} {{rail}}")).
 			Thresholds(thresholds(c.ExpectedRailSpeedBytes*8, true))).
 		WithRow(row("Exporter health")).
+		WithPanel(tablePanel("Collector state",
+			"Each collector's state and why (fabric_collector_state_info): ok; not_configured (needs a flag, e.g. nccl without "+
+				"--collector.nccl.log-path); no_hardware (nothing of its kind on this host); source_missing (a --path.* root or the "+
+				"NCCL log glob points at nothing: the reason names the path and the fix); failed (see the exporter's log). "+
+				"A panel that stays empty usually has its answer here; source_missing and failed raise FabricCollectorFailing.",
+			full, []string{"instance", "collector", "state", "reason"}, []string{"Value"},
+			instant("fabric_collector_state_info"+sel())).
+			OverrideByName("state", colorCells(valueMappings(
+				mapping{"ok", "ok", "green"}, mapping{"not_configured", "not_configured", "blue"},
+				mapping{"no_hardware", "no_hardware", "blue"}, mapping{"source_missing", "source_missing", "red"},
+				mapping{"failed", "failed", "red"})))).
 		WithPanel(stateTimelinePanel("Collector success",
-			"fabric_scrape_collector_success per collector: 0 when the collector failed or its source is absent on the host.",
+			"fabric_scrape_collector_success per collector: 0 when the collector failed or its source is missing "+
+				"(not for a collector that is not configured or has no hardware on the host; the Collector state table says which).",
 			third, upDown("OK", "FAIL"),
 			query("fabric_scrape_collector_success"+sel(), "{{instance}} {{collector}}"))).
 		WithPanel(timeseriesPanel("Read errors",

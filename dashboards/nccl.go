@@ -87,7 +87,8 @@ func ncclDashboard(c alerts.Config) (dashboard.Dashboard, error) {
 			unitShort, third,
 			query("fabric_nccl_tracked_processes"+s, "{{instance}}"))).
 		WithPanel(stateTimelinePanel("nccl collector",
-			"fabric_scrape_collector_success of the nccl collector: FAIL when the collector failed or its source is absent on the host.",
+			"fabric_scrape_collector_success of the nccl collector: FAIL when it failed or --collector.nccl.log-path matches no file; "+
+				"OK also while the path is not set (the Collector state table of Fabric overview tells them apart).",
 			third, upDown("OK", "FAIL"),
 			query("fabric_scrape_collector_success"+sel(`collector="nccl"`), "{{instance}}")))
 	return finish(b)

@@ -4,8 +4,11 @@ package deploy
 import (
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // amtool (Debian's prometheus-alertmanager) accepts the example
@@ -21,6 +24,80 @@ func TestAlertmanagerConfig(t *testing.T) {
 	out, err := exec.Command(amtool, "check-config", "alertmanager/alertmanager.yml").CombinedOutput()
 	if err != nil {
 		t.Fatalf("amtool check-config: %v\n%s", err, out)
+	}
+}
+
+// The example routing fits the shipped alerts: every alert reaches the
+// receiver of its severity (amtool's routing test), and every alert name an
+// inhibit rule matches is a shipped alert.
+func TestAlertmanagerRoutesShippedAlerts(t *testing.T) {
+	amtool, err := exec.LookPath("amtool")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("amtool not found; .ci/run installs prometheus-alertmanager")
+		}
+		t.Skip("amtool not found")
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert  string            `yaml:"alert"`
+				Labels map[string]string `yaml:"labels"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	b, err := os.ReadFile("../alerts/fabric-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &rules); err != nil {
+		t.Fatal(err)
+	}
+	alerts := map[string]bool{}
+	receiver := map[string]string{"page": "pager", "warning": "team-chat"}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			alerts[r.Alert] = true
+			want := receiver[r.Labels["severity"]]
+			out, err := exec.Command(amtool, "config", "routes", "test", "--config.file=alertmanager/alertmanager.yml",
+				"--verify.receivers="+want, "alertname="+r.Alert, "severity="+r.Labels["severity"], "instance=n1", "rail=mlx5_0").CombinedOutput()
+			if err != nil {
+				t.Errorf("%s (severity %s) does not route to %s: %v\n%s", r.Alert, r.Labels["severity"], want, err, out)
+			}
+		}
+	}
+	if len(alerts) < 15 {
+		t.Fatalf("only %d alerts in the rule file", len(alerts))
+	}
+	var am struct {
+		InhibitRules []struct {
+			Source []string `yaml:"source_matchers"`
+			Target []string `yaml:"target_matchers"`
+		} `yaml:"inhibit_rules"`
+	}
+	b, err = os.ReadFile("alertmanager/alertmanager.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &am); err != nil {
+		t.Fatal(err)
+	}
+	name := regexp.MustCompile(`^alertname=~?"([^"]+)"$`)
+	for _, ir := range am.InhibitRules {
+		for _, m := range append(ir.Source, ir.Target...) {
+			sm := name.FindStringSubmatch(m)
+			if sm == nil {
+				continue
+			}
+			for _, a := range strings.Split(sm[1], "|") {
+				if !alerts[a] {
+					t.Errorf("inhibit rule matcher %s: no alert %s in the rules", m, a)
+				}
+			}
+		}
 	}
 }
 

@@ -252,7 +252,12 @@ func TestLabPrometheusConfig(t *testing.T) {
 			}
 		}
 	}
+	// FabricExporterDown selects the exporter's job; sglangSelector is
+	// optional (empty: SGLang's series by name alone).
 	for _, sel := range []string{ac.ExporterSelector, ac.SGLangSelector} {
+		if sel == "" {
+			continue
+		}
 		job := strings.TrimSuffix(strings.TrimPrefix(sel, `job="`), `"`)
 		if len(jobs[job]) == 0 {
 			t.Errorf("no scrape job %q for the rules' selector %s", job, sel)

@@ -74,6 +74,8 @@ func writeInPlace(path, content string) error {
 type node struct {
 	name, addr, sys, eth string
 	proc, logs           string // fixture /proc (placement node), NCCL log directory (nccl node)
+	args                 []string
+	cmd                  *exec.Cmd
 	mu                   sync.Mutex
 	counters             map[string]uint64 // path -> value, advanced by the traffic loop
 	ethStats             map[string]uint64 // eth3 ethtool stats
@@ -89,13 +91,15 @@ type webhook struct {
 type event struct {
 	receiver, status string
 	labels           map[string]string
+	annotations      map[string]string
 }
 
 func (w *webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	var msg struct {
 		Alerts []struct {
-			Status string            `json:"status"`
-			Labels map[string]string `json:"labels"`
+			Status      string            `json:"status"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
 		} `json:"alerts"`
 	}
 	b, _ := io.ReadAll(r.Body)
@@ -105,7 +109,7 @@ func (w *webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	w.mu.Lock()
 	for _, a := range msg.Alerts {
-		w.events = append(w.events, event{receiver: strings.TrimPrefix(r.URL.Path, "/"), status: a.Status, labels: a.Labels})
+		w.events = append(w.events, event{receiver: strings.TrimPrefix(r.URL.Path, "/"), status: a.Status, labels: a.Labels, annotations: a.Annotations})
 	}
 	w.mu.Unlock()
 }
@@ -138,15 +142,22 @@ func (w *webhook) all() []event {
 	return append([]event(nil), w.events...)
 }
 
-// TestAlertingEndToEnd: a baseline where only the node with a broken
-// placement alerts (RDMA devices missing in a container, memory on the far
-// NUMA node), then a PFC storm, a retransmission burst, a rail going down and
-// an NCCL process falling back to sockets, on four nodes at once. Each alert
+// TestAlertingEndToEnd: the exporters are scraped under a job that is not
+// "fabric" (a ServiceMonitor's name; the rules select by metric name and
+// FabricExporterDown's selector is set to that job). A baseline where only
+// the node with a broken placement (RDMA devices missing in a container,
+// memory on the far NUMA node) and the node whose --path.sysfs points at
+// nothing (FabricCollectorFailing with the reason) alert, then a PFC storm
+// (one alert naming the rail), a retransmission burst, a rail going down, an
+// NCCL process falling back to sockets, a rail device vanishing while the
+// exporter runs and one vanishing across an exporter restart (with
+// FabricExporterDown while it is down), on six nodes at once. Each alert
 // must reach the webhook with the right labels and receiver (pages through
 // the pager route); RailTCPFallbackSuspected fires in Prometheus but stays
 // inhibited by NCCLSocketFallback; every dashboard panel's query returns
-// data; everything resolves when the faults end; the healthy node never
-// alerts.
+// data; everything resolves when the faults end (the blind node once its
+// sysfs appears, without a restart); the healthy node never alerts, and no
+// collector that is only not configured (nccl without a log path) alerts.
 func TestAlertingEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
@@ -173,10 +184,13 @@ func TestAlertingEndToEnd(t *testing.T) {
 	}
 
 	nodes := map[string]*node{}
-	for _, name := range []string{"healthy", "pfc", "retrans", "linkdown", "nccl", "placement"} {
+	for _, name := range []string{"healthy", "pfc", "retrans", "linkdown", "nccl", "placement", "vanish", "restart", "blind"} {
 		n := &node{name: name, addr: testenv.FreeAddr(t), sys: filepath.Join(tmp, name, "sys"), eth: filepath.Join(tmp, name, "ethtool"),
 			counters: map[string]uint64{}}
 		for _, d := range [][2]string{{"collector/fixtures/sys", n.sys}, {"collector/fixtures/ethtool", n.eth}} {
+			if name == "blind" && d[1] == n.sys {
+				continue // --path.sysfs points at nothing (a missing -v /sys:/host/sys)
+			}
 			if err := os.MkdirAll(d[1], 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -188,12 +202,18 @@ func TestAlertingEndToEnd(t *testing.T) {
 		n.ethBase = string(b)
 		n.ethStats = map[string]uint64{"rx_prio3_pause_duration": 392493240, "tx_pause_storm_warning_events": 2}
 		for _, dev := range []string{"mlx5_0", "mlx5_3"} {
+			if name == "blind" {
+				break
+			}
 			for _, f := range []string{"port_xmit_data", "port_rcv_data"} {
 				n.counters[filepath.Join(n.sys, "class/infiniband", dev, "ports/1/counters", f)] = 230442669431839
 			}
 			n.counters[filepath.Join(n.sys, "class/infiniband", dev, "ports/1/hw_counters/local_ack_timeout_err")] = 2705
 		}
 		for _, nd := range []string{"eth0", "eth3"} {
+			if name == "blind" {
+				break
+			}
 			n.counters[filepath.Join(n.sys, "class/net", nd, "statistics/tx_bytes")] = 13906677385
 		}
 		args := []string{"--web.listen-address=" + n.addr, "--path.sysfs=" + n.sys, "--collector.pfc.ethtool-fixtures=" + n.eth,
@@ -217,7 +237,8 @@ func TestAlertingEndToEnd(t *testing.T) {
 		default:
 			args = append(args, "--collector.gpu.fixture="+gpuFixture)
 		}
-		start(t, exporter, args...)
+		n.args = args
+		n.cmd = start(t, exporter, args...)
 		nodes[name] = n
 	}
 	byAddr := map[string]string{}
@@ -315,8 +336,11 @@ func TestAlertingEndToEnd(t *testing.T) {
 		"--cluster.listen-address=")
 	testenv.WaitHTTP(t, "http://"+amAddr+"/-/ready")
 
-	// Prometheus with the shipped rules, rendered with test timings.
+	// Prometheus with the shipped rules, rendered with test timings and the
+	// exporter-down selector set to the scrape job, which is not "fabric".
+	const job = "serviceMonitor/monitoring/fabric-exporter/0"
 	cfg := alerts.DefaultConfig()
+	cfg.ExporterSelector = `job="` + job + `"`
 	cfg.For.Short, cfg.For.Medium, cfg.For.Long = "2s", "3s", "5s"
 	cfg.PauseStormWindow, cfg.FlapWindow = "15s", "30s"
 	rules, err := alerts.Render(cfg)
@@ -338,15 +362,15 @@ alerting:
   - static_configs:
     - targets: ['%s']
 scrape_configs:
-- job_name: fabric
+- job_name: '%s'
   static_configs:
   - targets: [%s]
     labels: {cluster: lab}
-- job_name: sglang
+- job_name: serviceMonitor/inference/sglang/0
   static_configs:
   - targets: ['%s']
     labels: {cluster: lab}
-`, rulesPath, amAddr, strings.Join(targets, ", "), strings.TrimPrefix(sglang.URL, "http://"))
+`, rulesPath, amAddr, job, strings.Join(targets, ", "), strings.TrimPrefix(sglang.URL, "http://"))
 	promYml := filepath.Join(tmp, "prometheus.yml")
 	os.WriteFile(promYml, []byte(promCfg), 0o644)
 	promAddr := testenv.FreeAddr(t)
@@ -356,9 +380,9 @@ scrape_configs:
 
 	// Baseline: every target up, rates flowing, nothing firing.
 	waitFor(t, 60*time.Second, "all targets up and rail rates recorded", func() bool {
-		n, _ := prom.count(`up{job="fabric"} == 1`)
+		n, _ := prom.count(`up{` + cfg.ExporterSelector + `} == 1`)
 		r, _ := prom.count(`rail:fabric_rdma_transmitted_bits:rate1m > 1e10`)
-		return n == len(nodes) && r >= 2*len(nodes)
+		return n == len(nodes) && r >= 2*(len(nodes)-1) // the blind node has no rails yet
 	})
 	if v, err := prom.scalar(`max(rail:fabric_rdma_transmitted_bytes_per_prompt_token:ratio_rate1m{instance="` + nodes["healthy"].addr + `"})`); err != nil || v < 2.5e6 || v > 4.5e6 {
 		t.Errorf("bytes per prompt token on the healthy node = %v, %v; want about 3.3e6", v, err)
@@ -366,16 +390,23 @@ scrape_configs:
 	time.Sleep(8 * time.Second) // longer than every test `for`
 
 	// Only the placement node, whose fixture /proc is broken from the start,
-	// may alert on the baseline.
+	// and the blind node, whose --path.sysfs does not exist, may alert on the
+	// baseline. The blind node's alert carries the state and the reason.
 	placementAlerts := []expectation{
 		{"RDMADevicesMissingInContainer", "placement", "team-chat", map[string]string{"severity": "warning", "pid": "4310", "node": "uverbs0", "device": "mlx5_0"}},
 		{"RDMADevicesMissingInContainer", "placement", "team-chat", map[string]string{"severity": "warning", "pid": "4311", "node": "uverbs0", "device": "mlx5_0"}},
 		{"CrossNUMAPlacement", "placement", "team-chat", map[string]string{"severity": "warning", "pid": "4310"}},
+		{"FabricCollectorFailing", "blind", "team-chat", map[string]string{"severity": "warning", "collector": "rdma", "job": job}},
 	}
 	waitAlerts(t, hook, nodes, "firing", placementAlerts)
+	if ev, _ := hook.find("firing", map[string]string{"alertname": "FabricCollectorFailing", "instance": nodes["blind"].addr, "collector": "rdma"}); !strings.Contains(ev.annotations["description"], "State source_missing: ") {
+		t.Errorf("FabricCollectorFailing on the blind node: the description lacks the state and reason: %q", ev.annotations["description"])
+	} else {
+		t.Logf("FabricCollectorFailing on the blind node: %s", ev.annotations["description"])
+	}
 	firing, _ := prom.list(`ALERTS{alertstate="firing"}`)
 	for _, a := range firing {
-		if byAddr[a["instance"]] != "placement" {
+		if n := byAddr[a["instance"]]; n != "placement" && n != "blind" {
 			t.Fatalf("alert firing on the baseline: %v", a)
 		}
 	}
@@ -387,13 +418,61 @@ scrape_configs:
 	nccl := nodes["nccl"]
 	writeNCCL(t, filepath.Join(nccl.logs, "node7.5555.log"), ncclSocket)
 	setFault("nccl", true)
+	// A rail device vanishes while its exporter runs, and another one while
+	// its exporter is down: the restarted exporter never saw it.
+	vanish, restart := nodes["vanish"], nodes["restart"]
+	removeDevice := func(n *node) string {
+		link := filepath.Join(n.sys, "class/infiniband/mlx5_3")
+		target, err := os.Readlink(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if err := os.Remove(link); err != nil {
+			t.Fatal(err)
+		}
+		return target
+	}
+	vanishTarget := removeDevice(vanish)
+	restart.cmd.Process.Kill()
+	restart.cmd.Wait()
+	waitAlerts(t, hook, nodes, "firing", []expectation{{"FabricExporterDown", "restart", "team-chat", map[string]string{"severity": "warning", "job": job}}})
+	restartTarget := removeDevice(restart)
+	restart.cmd = start(t, exporter, restart.args...)
 	expect := []expectation{
-		{"PFCStorm", "pfc", "team-chat", map[string]string{"severity": "warning", "netdev": "eth3"}},
+		{"PFCStorm", "pfc", "team-chat", map[string]string{"severity": "warning", "netdev": "eth3", "rail": "mlx5_3"}},
 		{"RoCERetransmissions", "retrans", "pager", map[string]string{"severity": "page", "rail": "mlx5_0"}},
 		{"RailLinkDown", "linkdown", "pager", map[string]string{"severity": "page", "rail": "mlx5_3", "device": "mlx5_3", "port": "1"}},
 		{"NCCLSocketFallback", "nccl", "pager", map[string]string{"severity": "page", "host": "node7", "pid": "5555"}},
+		{"RailLinkDown", "vanish", "pager", map[string]string{"severity": "page", "rail": "mlx5_3", "device": "mlx5_3", "port": "1", "job": job}},
+		{"RailLinkDown", "restart", "pager", map[string]string{"severity": "page", "rail": "mlx5_3", "device": "mlx5_3", "port": "1", "job": job}},
 	}
 	waitAlerts(t, hook, nodes, "firing", expect)
+	// The PFC storm (pause-storm events and priority 3 paused half the time
+	// on eth3) is one alert, named by its rail, listing the paused priority.
+	for _, ev := range hook.all() {
+		if ev.labels["alertname"] == "PFCStorm" && ev.status == "firing" && ev.labels["rail"] != "mlx5_3" {
+			t.Errorf("PFCStorm notification without the rail: %+v", ev)
+		}
+	}
+	// (Prometheus' view of the alert: the notification may have gone out
+	// from the storm events before the 1m occupancy rate passed 10%.)
+	var pfcDesc string
+	waitFor(t, 60*time.Second, "PFCStorm's description to list rx priority 3", func() bool {
+		as, _ := prom.alerts()
+		for _, a := range as {
+			if a.Labels["alertname"] == "PFCStorm" && a.Labels["instance"] == nodes["pfc"].addr {
+				pfcDesc = a.Annotations["description"]
+			}
+		}
+		return strings.Contains(pfcDesc, "rx priority 3 ")
+	})
+	// The rail that vanished while its exporter ran stays known (its info
+	// series with fabric_rail_device_present 0).
+	if n, err := prom.count(`fabric_rail_device_present{rail="mlx5_3", instance="` + vanish.addr + `"} == 0`); err != nil || n != 1 {
+		t.Errorf("vanished rail: %d fabric_rail_device_present 0 series (%v), want 1", n, err)
+	}
 
 	// RailTCPFallbackSuspected fires in Prometheus for the nccl node (its
 	// rails carry TCP, RDMA stands still) but Alertmanager inhibits it
@@ -419,6 +498,24 @@ scrape_configs:
 	setFault("linkdown", false)
 	setFault("nccl", false)
 	fixPlacement(t, nodes["placement"].proc)
+	for _, d := range []struct {
+		n      *node
+		target string
+	}{{vanish, vanishTarget}, {restart, restartTarget}} {
+		if err := os.Symlink(d.target, filepath.Join(d.n.sys, "class/infiniband/mlx5_3")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The blind node's sysfs appears (renamed into place at once): its
+	// collectors recover without a restart.
+	blind := nodes["blind"]
+	if err := fixturetree.Copy(filepath.Join(repo, "collector/fixtures/sys"), blind.sys+".new"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(blind.sys+".new", blind.sys); err != nil {
+		t.Fatal(err)
+	}
+	expect = append(expect, expectation{"FabricExporterDown", "restart", "team-chat", map[string]string{"severity": "warning", "job": job}})
 	waitAlerts(t, hook, nodes, "resolved", append(expect, placementAlerts...))
 
 	delivered := append(append([]expectation(nil), expect...), placementAlerts...)
@@ -427,9 +524,18 @@ scrape_configs:
 		if byAddr[ev.labels["instance"]] == "healthy" {
 			t.Errorf("the healthy node alerted: %+v", ev)
 		}
+		if ev.labels["alertname"] == "FabricCollectorFailing" && ev.labels["collector"] == "nccl" {
+			t.Errorf("nccl without --collector.nccl.log-path is not configured, not failing: %+v", ev)
+		}
 		known := false
 		for _, e := range delivered {
 			known = known || (ev.labels["alertname"] == e.alert && ev.labels["instance"] == nodes[e.node].addr)
+		}
+		// A rail that comes back starts with a partial 1m rate window, so
+		// its node looks unbalanced for a few seconds: longer than the test's
+		// 5 s `for` (10 m in the shipped rules).
+		if n := byAddr[ev.labels["instance"]]; ev.labels["alertname"] == "RailImbalance" && (n == "vanish" || n == "restart") {
+			known = true
 		}
 		if !known {
 			t.Errorf("unexpected notification (RailTCPFallbackSuspected must stay inhibited): %+v", ev)
@@ -635,6 +741,28 @@ func (p *promClient) query(q string) ([]struct {
 		return nil, fmt.Errorf("query %q: %s", q, r.Error)
 	}
 	return r.Data.Result, nil
+}
+
+// alerts returns Prometheus' active alerts (labels and annotations).
+func (p *promClient) alerts() ([]struct {
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+}, error) {
+	resp, err := http.Get(p.base + "/api/v1/alerts")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Data struct {
+			Alerts []struct {
+				Labels      map[string]string `json:"labels"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&r)
+	return r.Data.Alerts, err
 }
 
 func (p *promClient) count(q string) (int, error) {
