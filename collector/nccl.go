@@ -142,8 +142,8 @@ type ncclCollector struct {
 	cache    [1 << ncclCacheBits]*ncclProc // by pid number (lookup)
 	pl       ncclLine                      // the line being parsed
 	ev       ncclEvent                     // its event
-	curFile  *ncclFile                     // the file and text of the line being parsed,
-	curLine  []byte                        // for the evidence of a classification
+	curFile  *ncclFile                     // the file and text of the line being parsed, for
+	curLine  []byte                        // the evidence log (valid only inside line)
 	lines    float64
 	unparsed float64
 	bytes    float64
