@@ -15,6 +15,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -111,6 +112,15 @@ type ncclProc struct {
 	ifKey    string
 	env      []ncclKV
 	gdrOff   []ncclKV
+
+	// What the init lines said, for the socket fallback (see
+	// ncclNetFromSocketFallback): a socket interface list was logged, IB
+	// found no device, NCCL_IB_DISABLE is set, no external plugin is used.
+	sockList, ibAbsent, ibDisabled, pluginNone bool
+	// listsVoid: a socket list followed a device list, so device lists
+	// name no network for this process.
+	listsVoid bool
+	netLogs   uint8 // evidence debug lines logged
 }
 
 type ncclCollector struct {
@@ -132,6 +142,8 @@ type ncclCollector struct {
 	cache    [1 << ncclCacheBits]*ncclProc // by pid number (lookup)
 	pl       ncclLine                      // the line being parsed
 	ev       ncclEvent                     // its event
+	curFile  *ncclFile                     // the file and text of the line being parsed, for
+	curLine  []byte                        // the evidence log (valid only inside line)
 	lines    float64
 	unparsed float64
 	bytes    float64
@@ -191,7 +203,7 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 		env: env, opts: no, procfs: procfs, hostname: host, now: time.Now,
 		procs: map[string]*ncclProc{},
 		netInfo: NewFamily("fabric_nccl_net_info",
-			"The network NCCL chose, as NCCL names it (IB, Socket, IBext_v8, AWS Libfabric, …): from \"Using network X\", else the net of its channel connections, else its \"NET/X : Using\" device line.",
+			"The network NCCL chose, as NCCL names it (IB, Socket, IBext_v8, AWS Libfabric, …): from \"Using network X\" or \"Assigned NET plugin X to comm\", else the net of its channel connections, else a \"NET/X : Using [0]…\" device line, else Socket when the init lines prove IB was not taken (docs/nccl-classification.md).",
 			gauge, "host", "pid", "net"),
 		conns: NewFamily("fabric_nccl_connections",
 			"Channel connections the NCCL process logged, by transport as logged (NET/IB, NET/Socket, P2P/IPC, P2P/CUMEM, SHM, …; \"direct shared memory\" of NCCL < 2.7 is SHM) and gdr=\"true\" for NET connections with /GDRDMA.",
@@ -291,6 +303,7 @@ func (c *ncclCollector) dropped(f *ncclFile) {
 
 func (c *ncclCollector) line(f *ncclFile, line []byte) {
 	c.lines++
+	c.curFile, c.curLine = f, line
 	l := &c.pl
 	parseNCCLLineTo(line, l)
 	var p *ncclProc
@@ -472,19 +485,40 @@ func (c *ncclCollector) apply(p *ncclProc, ev *ncclEvent) {
 		}
 		c.addConn(p, ev.name, ev.gdr)
 	case ncclEvNetDevices:
-		if c.setDevices(p, ev.list) {
+		if c.setDevices(p, ev.list) && !p.listsVoid {
 			c.setNet(p, ev.name, ncclNetFromDeviceList)
 		}
 	case ncclEvSocketIfs:
 		if c.setInterfaces(p, ev.list) {
-			c.setNet(p, ev.name, ncclNetFromDeviceList)
+			p.sockList = true
+			if p.netLevel == ncclNetFromDeviceList {
+				// NCCL initialises sockets after a net listed its devices
+				// only when it did not take that net (2.13-2.27 init
+				// every net up to the one NCCL_NET names): the device
+				// lists of this process decide nothing.
+				p.listsVoid = true
+				c.clearNet(p)
+			}
+			c.socketFallback(p)
 		}
+	case ncclEvNetNoDevice:
+		if string(ev.name) == "IB" {
+			p.ibAbsent = true
+			c.socketFallback(p)
+		}
+	case ncclEvPluginNone:
+		p.pluginNone = true
+		c.socketFallback(p)
 	case ncclEvVersion:
 		c.setVersion(p, ev.name)
 	case ncclEvEnv:
 		p.env = c.setKV(p, p.env, maxNCCLEnv, ev.name, ev.value, func(k, v string) *Series {
 			return c.envInfo.With(p.host, p.pid, k, v)
 		})
+		if string(ev.name) == "NCCL_IB_DISABLE" {
+			p.ibDisabled = string(ev.value) != "0"
+			c.socketFallback(p)
+		}
 	case ncclEvGDRDisabled:
 		k := boundLabel(ev.net) + "\x00" + boundLabel(ev.name)
 		p.gdrOff = c.setKV(p, p.gdrOff, maxNCCLGDRDisabled, []byte(k), ev.value, func(k, v string) *Series {
@@ -494,17 +528,82 @@ func (c *ncclCollector) apply(p *ncclProc, ev *ncclEvent) {
 	}
 }
 
+// socketFallback names Socket the network of p when its init lines prove
+// it: NCCL logged its socket interfaces, and the networks NCCL tries
+// before sockets were not taken. IB tried and found no device (NCCL tries
+// IB only when no external plugin was taken), or IB was disabled by
+// NCCL_IB_DISABLE and no external plugin was found. A socket interface
+// list alone proves nothing: NCCL 2.4.2-2.4.7 logs it for every process,
+// before it picks IB.
+func (c *ncclCollector) socketFallback(p *ncclProc) {
+	if p.sockList && (p.ibAbsent || p.ibDisabled && p.pluginNone) {
+		c.setNet(p, socketNet, ncclNetFromSocketFallback)
+	}
+}
+
+var socketNet = []byte("Socket")
+
+// maxNCCLNetLogs bounds the evidence debug lines of one process (a log
+// that flips between networks would otherwise log every line).
+const maxNCCLNetLogs = 16
+
 // setNet records the network; a more certain source replaces a less
-// certain one, and the latest "Using network" wins.
-func (c *ncclCollector) setNet(p *ncclProc, name []byte, level int8) {
-	if level < p.netLevel || level == p.netLevel && (level != ncclNetFromUsing || string(name) == p.net) {
+// certain one, and the latest "Using network" wins. A change is logged at
+// debug level with the line that decided it.
+func (c *ncclCollector) setNet(p *ncclProc, name []byte, lvl int8) {
+	if lvl < p.netLevel || lvl == p.netLevel && (lvl != ncclNetFromUsing || string(name) == p.net) {
 		return
 	}
-	if level == p.netLevel && len(name) > maxNCCLLabel && boundLabel(name) == p.net {
+	if lvl == p.netLevel && len(name) > maxNCCLLabel && boundLabel(name) == p.net {
 		return
 	}
-	p.net, p.netLevel = boundLabel(name), level
+	p.net, p.netLevel = boundLabel(name), lvl
 	p.netS = c.netInfo.With(p.host, p.pid, p.net)
+	c.logEvidence(p)
+}
+
+// clearNet forgets a network named by a device list (logged like a
+// classification, evidence "none").
+func (c *ncclCollector) clearNet(p *ncclProc) {
+	p.net, p.netLevel, p.netS = "", 0, nil
+	c.logEvidence(p)
+}
+
+// logEvidence logs, at debug level, the line that set p's network, with
+// its file and byte offset.
+func (c *ncclCollector) logEvidence(p *ncclProc) {
+	if p.netLogs > maxNCCLNetLogs || c.env.Logger == nil {
+		return
+	}
+	p.netLogs++
+	msg := "NCCL network classified"
+	if p.net == "" {
+		msg = "NCCL network unknown again: the line shows the device list was no decision"
+	}
+	kv := []any{"msg", msg, "host", p.host, "pid", p.pid, "net", p.net,
+		"evidence", ncclEvidenceName(p.netLevel)}
+	if f := c.curFile; f != nil {
+		kv = append(kv, "file", f.path, "offset", f.lineOff)
+	}
+	kv = append(kv, "line", boundEvidence(c.curLine))
+	if p.netLogs > maxNCCLNetLogs {
+		kv = append(kv, "note", "further changes of this process are not logged")
+	}
+	level.Debug(c.env.Logger).Log(kv...)
+}
+
+// boundEvidence copies a log line for the debug log: at most 512 bytes,
+// cut at a UTF-8 character boundary.
+func boundEvidence(b []byte) string {
+	const max = 512
+	if len(b) <= max {
+		return string(b)
+	}
+	cut := max
+	for cut > max-utf8.UTFMax && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return string(b[:cut]) + "…"
 }
 
 // connection counts a "Channel …"/"Ring …" line. Runs of lines with the

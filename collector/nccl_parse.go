@@ -18,6 +18,64 @@ import "bytes"
 // character that cannot be part of a host name. Whatever stands before the
 // host is the prefix.
 
+// Which network a process uses: the version table.
+//
+// NCCL picks its network once per process (2.4-2.12) or per communicator
+// (2.13 on) by trying, in order, an external plugin (libnccl-net.so), IB,
+// then sockets; the first that initialises and has a device is taken (from
+// 2.10 NCCL_NET filters by name). Initialising a net prints its device
+// list, so a "NET/X : Using" line says a net was tried, not taken. Cited as
+// file:line@tag of github.com/NVIDIA/nccl.
+//
+//	release     lines printed while picking, in order            the decision
+//	2.3         "Using internal|external Network %s"              that line (init.cu:74,77@v2.3.7-1)
+//	2.4.2-2.4.7 "NET/Socket : Using%s" FIRST for every process    "Ring .. via NET/%s/%d" only
+//	            (sockets are initialised for bootstrap before      (net.cc:306,331@v2.4.7-1); IB
+//	            anything else, init.cc:128@v2.4.7-1), "NET/Plugin   device list = IB taken
+//	            : No plugin found (libnccl-net.so).", then
+//	            "NET/IB : Using%s ; OOB %s:%s" or "NET/IB : No
+//	            device found." (net_ib.cc:158,168@v2.4.7-1)
+//	2.4.8-2.5   "Bootstrap : Using%s" (bootstrap.cc:48@v2.4.8-1),  "Ring .. via NET/%s/%d" only;
+//	            plugin line, IB list, "NET/Socket : Using%s" only  socket list after "No device
+//	            when IB failed (init.cc:126-138@v2.4.8-1)          found" = Socket taken
+//	2.6-2.7     same, then "Using network %s"                     "Using network %s"
+//	            (init.cc:120@v2.6.4-1, init.cc:124@v2.7.8-1)      (channel lines "Channel %02d :
+//	                                                               .. via NET/%s/%d%s" from 2.7.3)
+//	2.8-2.12    same (init.cc:124@v2.8.4-1, net.cc:160-199 and    "Using network %s"
+//	            init.cc:78@v2.12.12-1); NCCL_NET checked before
+//	            a net is initialised (init.cc:108@v2.10.3-1)
+//	2.13-2.18   every net is initialised up to the one NCCL_NET   "Using network %s"
+//	            names (netGetState before the name check,         (init.cc:310@v2.18.5-1)
+//	            net.cc:273-275@v2.13.4-1): NCCL_NET=Socket logs
+//	            "NET/IB : Using" THEN "NET/Socket : Using"
+//	2.19-2.26   as 2.13; plugin lines "NET/Plugin: Could not      "Using network %s"
+//	            find: .. Using internal network plugin."          (init.cc:335@v2.19.3-1,
+//	            (net.cc:439@v2.23.4-1); from 2.24 "NET/IB :       init.cc:342@v2.23.4-1)
+//	            Using [RO]; OOB .." even with no device
+//	            (net_ib.cc:672@v2.24.3-1)
+//	2.27        "Initialized NET plugin %s" per net initialised   "Assigned NET plugin %s to
+//	            (plugin/net.cc:147@v2.27.7-1), name checked after  comm" (plugin/net.cc:175),
+//	            init (plugin/net.cc:166)                           "Using network %s" (init.cc:346)
+//	2.28+       name checked before init (plugin/net.cc:          "Assigned NET plugin %s to
+//	            359-360@v2.28.9-1); "Failed to initialize NET      comm" (plugin/net.cc:244),
+//	            plugin %s" (plugin/net.cc:225)                     "Using network %s" (init.cc:428)
+//
+// In every release "via NET/%s/%d[(%d)][/GDRDMA[(PCI)]][/Shared]" names the
+// net of that connection (comm->ncclNet->name), and on failure 2.10-2.26
+// WARN "Error: network %s not found." and 2.27+ WARN "Failed to initialize
+// any NET plugin" (after which no net is in use).
+//
+// So the collector takes, highest level first (ncclNetFromUsing ...):
+// a decision line; else the net of a connection; else a device list that
+// names at least one device (withdrawn for good when a socket list follows
+// it: 2.13-2.27 with NCCL_NET); else Socket only with proof that NCCL got
+// past the plugin and IB: a socket list plus "NET/IB : No device found."
+// (IB is initialised only when no plugin was taken), or plus
+// NCCL_IB_DISABLE=1 and a "no plugin" line. A socket list alone is never
+// taken: 2.4.2-2.4.7 print it before they pick IB. Each change of a
+// process's network is logged at debug level with the deciding line, its
+// file and byte offset. docs/nccl-classification.md has the long version.
+
 // ncclLineKind says what a line is.
 type ncclLineKind uint8
 
@@ -391,15 +449,36 @@ const (
 	ncclEvVersion                   // "NCCL version 2.19.3+cuda12.3": name = version
 	ncclEvEnv                       // "NCCL_X set by environment to V": name, value
 	ncclEvGDRDisabled               // "NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)": net, name, value
+	ncclEvNetNoDevice               // "NET/IB : No device found.": name = the net
+	ncclEvPluginNone                // "NET/Plugin : No plugin found …": no external net plugin is in use
 )
 
 // How sure a line is about the network a process uses; a higher level
-// replaces a lower one.
+// replaces a lower one (the version table above says why).
 const (
-	ncclNetFromDeviceList = 1 // "NET/IB : Using [0]…" (a plugin may print it for its own net)
-	ncclNetFromConnection = 2 // "… via NET/IBext/0": the net a channel runs on
-	ncclNetFromUsing      = 3 // "Using network IB", "Assigned NET plugin IB to comm"
+	// "NET/Socket : Using [0]eth0:…" together with proof that NCCL did not
+	// get a network before it in its order (an external plugin, then IB):
+	// "NET/IB : No device found.", or NCCL_IB_DISABLE set and no plugin.
+	ncclNetFromSocketFallback = 1
+	ncclNetFromDeviceList     = 2 // "NET/IB : Using [0]…" (a plugin may print it for its own net)
+	ncclNetFromConnection     = 3 // "… via NET/IBext/0": the net a channel runs on
+	ncclNetFromUsing          = 4 // "Using network IB", "Assigned NET plugin IB to comm", 2.3's "Using internal Network IB"
 )
+
+// ncclEvidenceName names a level in the debug log and the docs.
+func ncclEvidenceName(level int8) string {
+	switch level {
+	case ncclNetFromSocketFallback:
+		return "socket-fallback"
+	case ncclNetFromDeviceList:
+		return "device-list"
+	case ncclNetFromConnection:
+		return "connection"
+	case ncclNetFromUsing:
+		return "decision"
+	}
+	return "none"
+}
 
 // ncclEvent is the fact one message carries. Byte fields are subslices of
 // the message.
@@ -414,6 +493,13 @@ type ncclEvent struct {
 
 var (
 	msgUsingNetwork = []byte("Using network ")
+	msgUsingIntNet  = []byte("Using internal Network ") // NCCL 2.3
+	msgUsingExtNet  = []byte("Using external Network ") // NCCL 2.3
+	msgNoDevice     = []byte("No device found")
+	msgNoPlugin     = []byte("No plugin found")
+	msgCouldNotFind = []byte("Could not find")
+	msgPluginLoad   = []byte("Plugin load ")
+	msgInternal     = []byte("nternal ") // "using internal implementation", "Using internal network plugin"
 	msgAssigned     = []byte("Assigned NET plugin ")
 	msgToComm       = []byte(" to comm")
 	msgNET          = []byte("NET/")
@@ -458,11 +544,18 @@ func classifyNCCLMessageTo(msg []byte, ev *ncclEvent) {
 			return
 		}
 	case 'U':
-		if bytes.HasPrefix(msg, msgUsingNetwork) {
-			if name := trimLeftSpace(msg[len(msgUsingNetwork):]); len(name) > 0 {
-				*ev = ncclEvent{kind: ncclEvNet, level: ncclNetFromUsing, name: name}
-				return
-			}
+		var name []byte
+		switch {
+		case bytes.HasPrefix(msg, msgUsingNetwork):
+			name = msg[len(msgUsingNetwork):]
+		case bytes.HasPrefix(msg, msgUsingIntNet):
+			name = msg[len(msgUsingIntNet):]
+		case bytes.HasPrefix(msg, msgUsingExtNet):
+			name = msg[len(msgUsingExtNet):]
+		}
+		if name = trimLeftSpace(name); len(name) > 0 {
+			*ev = ncclEvent{kind: ncclEvNet, level: ncclNetFromUsing, name: name}
+			return
 		}
 	case 'A':
 		if bytes.HasPrefix(msg, msgAssigned) && bytes.HasSuffix(msg, msgToComm) {
@@ -575,7 +668,8 @@ func parseTransport(t []byte, ev *ncclEvent) {
 }
 
 // parseNETMessage reads the "NET/<name> : …" messages of the network
-// transports: device lists and GPU Direct RDMA status.
+// transports: device lists, "No device found", GPU Direct RDMA status, and
+// the "NET/Plugin" lines that say no external plugin is in use.
 func parseNETMessage(msg []byte, ev *ncclEvent) {
 	rest := msg[len(msgNET):]
 	sep := bytes.IndexByte(rest, ':')
@@ -588,6 +682,15 @@ func parseNETMessage(msg []byte, ev *ncclEvent) {
 	}
 	body := trimLeftSpace(rest[sep+1:])
 	switch {
+	case string(net) == "Plugin":
+		// "No plugin found (libnccl-net.so)." (2.4), "…, using internal
+		// implementation" (2.5-2.22), "Using internal network plugin."
+		// (2.23-2.25), "Could not find: libnccl-net.so" (2.23+), "Plugin
+		// load returned 2 : …" (dlopen failed).
+		if bytes.Contains(body, msgNoPlugin) || bytes.HasPrefix(body, msgCouldNotFind) ||
+			bytes.HasPrefix(body, msgPluginLoad) || bytes.Contains(body, msgInternal) {
+			*ev = ncclEvent{kind: ncclEvPluginNone, name: net}
+		}
 	case bytes.HasPrefix(body, msgUsing) && (len(body) == len(msgUsing) || body[len(msgUsing)] == ' '):
 		list := body[len(msgUsing):]
 		if i := bytes.Index(list, msgOOB); i >= 0 {
@@ -598,6 +701,8 @@ func parseNETMessage(msg []byte, ev *ncclEvent) {
 			kind = ncclEvSocketIfs
 		}
 		*ev = ncclEvent{kind: kind, name: net, list: list}
+	case bytes.HasPrefix(body, msgNoDevice):
+		*ev = ncclEvent{kind: ncclEvNetNoDevice, name: net}
 	case bytes.HasPrefix(body, msgGDRDisabled):
 		// "… for HCA 1 'mlx5_1' (no module)", "… for HCA 0 'lo'"
 		d := body[len(msgGDRDisabled):]

@@ -73,7 +73,21 @@ func TestClassifyNCCLMessage(t *testing.T) {
 		{"NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)", ncclEvGDRDisabled, "mlx5_1", "no module", false, "IB", "", 0},
 		{"NET/Socket : GPU Direct RDMA Disabled for HCA 0 'lo'", ncclEvGDRDisabled, "lo", "", false, "Socket", "", 0},
 		{"NET/OFI No NIC info for dev 0", ncclEvNone, "", "", false, "", "", 0},
-		{"NET/IB : No device found.", ncclEvNone, "", "", false, "", "", 0},
+		{"NET/IB : No device found.", ncclEvNetNoDevice, "IB", "", false, "", "", 0},
+		{"Using internal Network Socket", ncclEvNet, "Socket", "", false, "", "", ncclNetFromUsing},
+		{"Using external Network AWS Libfabric", ncclEvNet, "AWS Libfabric", "", false, "", "", ncclNetFromUsing},
+		{"Using non-device net plugin version 0", ncclEvNone, "", "", false, "", "", 0},
+		{"Using network ", ncclEvNone, "", "", false, "", "", 0},
+		{"NET/Plugin : No plugin found (libnccl-net.so).", ncclEvPluginNone, "Plugin", "", false, "", "", 0},
+		{"NET/Plugin : No plugin found (libnccl-net.so), using internal implementation", ncclEvPluginNone, "Plugin", "", false, "", "", 0},
+		{"NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: No such file or directory No plugin found (libnccl-net.so), using internal implementation", ncclEvPluginNone, "Plugin", "", false, "", "", 0},
+		{"NET/Plugin : Plugin load returned 2 : libnccl-net.so: cannot open shared object file.", ncclEvPluginNone, "Plugin", "", false, "", "", 0},
+		{"NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.", ncclEvPluginNone, "Plugin", "", false, "", "", 0},
+		{"NET/Plugin: Using internal network plugin.", ncclEvPluginNone, "Plugin", "", false, "", "", 0},
+		{"NET/Plugin: Could not find: libnccl-net-ofi.so libnccl-net.so", ncclEvPluginNone, "Plugin", "", false, "", "", 0},
+		{"NET/Plugin: Loaded net plugin IBext_v8 (v8)", ncclEvNone, "", "", false, "", "", 0},
+		{"NET/Plugin: Failed to find ncclNetPlugin_v8 symbol.", ncclEvNone, "", "", false, "", "", 0},
+		{"Initialized NET plugin IB", ncclEvNone, "", "", false, "", "", 0},
 		{"NCCL version 2.19.3+cuda12.3", ncclEvVersion, "2.19.3+cuda12.3", "", false, "", "", 0},
 		{"NCCL_IB_DISABLE set by environment to 1.", ncclEvEnv, "NCCL_IB_DISABLE", "1", false, "", "", 0},
 		{"NCCL_SOCKET_IFNAME set by environment to lo", ncclEvEnv, "NCCL_SOCKET_IFNAME", "lo", false, "", "", 0},
@@ -92,6 +106,8 @@ func TestClassifyNCCLMessage(t *testing.T) {
 func ncclFixtureLines(t testing.TB) [][]byte {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(fixtureNCCL, "*.log"))
+	versions, _ := filepath.Glob(filepath.Join(fixtureNCCLVersions, "*.log"))
+	files = append(files, versions...)
 	var out [][]byte
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -106,6 +122,8 @@ func ncclFixtureLines(t testing.TB) [][]byte {
 		"h:6:6 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0> [1]eth1:fe80::1%eth1<0>",
 		"h:1:3 [0] NCCL INFO Channel 00/1 : 0[0] -> 9[1] [send] via NET/IB/1(1)/GDRDMA(PCI)/Shared",
 		"h:1:2 [0] NCCL INFO Assigned NET plugin IB to comm",
+		"h23:1:1 [0] NCCL INFO Using internal Network IB",
+		"h:7:7 [0] NCCL INFO NET/Plugin: Using internal network plugin.",
 	} {
 		out = append(out, []byte(s))
 	}

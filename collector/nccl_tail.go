@@ -53,6 +53,7 @@ type ncclFile struct {
 	partial  []byte
 	dropping bool // inside a line longer than maxNCCLLine
 	seen     uint64
+	lineOff  int64 // offset in the file of the line being parsed
 
 	// Attribution of bare "NCCL version" lines: the process of the latest
 	// header line, by stream tag.
@@ -226,6 +227,7 @@ func (f *ncclFile) restart() {
 // feed splits data into lines, joining the partial line of the previous
 // chunk.
 func (t *ncclTailer) feed(f *ncclFile, data []byte) {
+	off := f.offset // of data[0]
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
@@ -242,6 +244,8 @@ func (t *ncclTailer) feed(f *ncclFile, data []byte) {
 		}
 		line := data[:i]
 		data = data[i+1:]
+		lineOff := off
+		off += int64(i) + 1
 		switch {
 		case f.dropping:
 			f.dropping = false
@@ -252,12 +256,14 @@ func (t *ncclTailer) feed(f *ncclFile, data []byte) {
 				t.sink.dropped(f)
 				continue
 			}
+			f.lineOff = lineOff - int64(len(f.partial))
 			f.partial = append(f.partial, line...)
 			t.sink.line(f, f.partial)
 			f.dropPartial()
 		case len(line) > maxNCCLLine:
 			t.sink.dropped(f)
 		default:
+			f.lineOff = lineOff
 			t.sink.line(f, line)
 		}
 	}

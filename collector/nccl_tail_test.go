@@ -375,7 +375,7 @@ fabric_nccl_log_unparsed_lines_total 1
 # TYPE fabric_nccl_net_device_info gauge
 fabric_nccl_net_device_info{device="mlx5_0",host="gpu1",link="RoCE",pid="4242",port="1"} 1
 fabric_nccl_net_device_info{device="mlx5_3",host="gpu1",link="RoCE",pid="4242",port="1"} 1
-# HELP fabric_nccl_net_info The network NCCL chose, as NCCL names it (IB, Socket, IBext_v8, AWS Libfabric, …): from "Using network X", else the net of its channel connections, else its "NET/X : Using" device line.
+# HELP fabric_nccl_net_info The network NCCL chose, as NCCL names it (IB, Socket, IBext_v8, AWS Libfabric, …): from "Using network X" or "Assigned NET plugin X to comm", else the net of its channel connections, else a "NET/X : Using [0]…" device line, else Socket when the init lines prove IB was not taken (docs/nccl-classification.md).
 # TYPE fabric_nccl_net_info gauge
 fabric_nccl_net_info{host="gpu1",net="IB",pid="4242"} 1
 fabric_nccl_net_info{host="gpu2",net="Socket",pid="77"} 1
