@@ -104,7 +104,7 @@ func (c *netdevCollector) Update(ctx context.Context, b *Batch) error {
 	names, err := listDir(c.dir(), false)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%w: %s does not exist", ErrNoData, c.dir())
+			return checkSysfs(c.opts.SysfsPath, c.dir()+" does not exist")
 		}
 		return fmt.Errorf("listing network interfaces: %w", err)
 	}

@@ -146,7 +146,7 @@ func (c *rdmaCollector) Update(ctx context.Context, b *Batch) error {
 	names, err := listDir(c.dir(), false)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%w: %s does not exist", ErrNoData, c.dir())
+			return checkSysfs(c.opts.SysfsPath, c.dir()+" does not exist (no RDMA device)")
 		}
 		return fmt.Errorf("listing RDMA devices: %w", err)
 	}
