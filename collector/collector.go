@@ -325,3 +325,13 @@ func (e *Exporter) States() []CollectorState {
 func (e *Exporter) Probe() {
 	e.release(e.run())
 }
+
+// Close stops the background work of the collectors that have some (the
+// nccl follower).
+func (e *Exporter) Close() {
+	for _, c := range e.collectors {
+		if cl, ok := c.c.(interface{ Close() }); ok {
+			cl.Close()
+		}
+	}
+}

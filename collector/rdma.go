@@ -193,6 +193,7 @@ func (c *rdmaCollector) scanDevice(name, dir string) (*ibDevice, error) {
 		}
 		return s
 	}
+	pciAddr, _ := pciFunction(filepath.Join(dir, "device"))
 	numa := ""
 	if b, err := c.reader.read(filepath.Join(dir, "device", "numa_node"), c.buf[:]); err == nil {
 		if v, err := parseSysfsInt(b); err == nil && v >= 0 {
@@ -200,7 +201,7 @@ func (c *rdmaCollector) scanDevice(name, dir string) (*ibDevice, error) {
 		}
 	}
 	d.info = c.deviceInfo.With(name, str("board_id"), str("fw_ver"), str("hca_type"), str("node_guid"),
-		readLinkBase(filepath.Join(dir, "device")), numa)
+		pciAddr, numa)
 	// Static attributes are read once per registration; drop their fds.
 	c.reader.forgetPrefix(dir)
 
