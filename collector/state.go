@@ -185,7 +185,7 @@ func (t *stateTracker) record(err error) (*Series, State) {
 	prev, had := t.state, t.known
 	t.state, t.reason, t.known = st, reason, true
 	t.series = collectorState.With(t.name, string(st), reason)
-	kv := []any{"msg", "collector state", "collector", t.name, "state", string(st)}
+	kv := []any{"msg", "collector state", "state", string(st)}
 	if reason != "" {
 		kv = append(kv, "reason", reason)
 	}

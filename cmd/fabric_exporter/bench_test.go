@@ -31,7 +31,7 @@ func benchServer(b *testing.B, hcas int, names ...string) http.Handler {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return newMux(exp, opts, "/metrics", 0, true, slog.New(slog.DiscardHandler))
+	return newMux(exp, opts, "/metrics", 0, true, slog.New(slog.DiscardHandler), false)
 }
 
 // BenchmarkScrapeHTTP is one full scrape over loopback HTTP (client
