@@ -349,3 +349,18 @@ func TestStateErrorIsNoData(t *testing.T) {
 		t.Errorf("boundReason cut badly: %d bytes", len(r))
 	}
 }
+
+func TestParseNetDev(t *testing.T) {
+	in := []byte(`Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo: 1000      10    0    0    0     0          0         0     1000      10    0    0    0     0       0          0
+  eth0: 2195783498134 1 0 0 0 0 0 0 352713922 2 0 0 0 0 0 0
+`)
+	rx, tx, err := parseNetDev(in)
+	if err != nil || rx != 2195783499134 || tx != 352714922 {
+		t.Errorf("parseNetDev = %v, %v, %v", rx, tx, err)
+	}
+	if _, _, err := parseNetDev([]byte("  eth0: 1 2 3\n")); err == nil {
+		t.Error("short line accepted")
+	}
+}

@@ -79,3 +79,22 @@ func BenchmarkScrapeHandler(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSelfMetrics is a scrape of the exporter's own metrics only (no
+// collector): the cost of go_*, process_*, promhttp_* and the build info.
+func BenchmarkSelfMetrics(b *testing.B) {
+	exp, err := collector.NewExporter(nil, &collector.Options{}, log.NewNopLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := newMux(exp, &collector.Options{}, "/metrics", 0, true, slog.New(slog.DiscardHandler), false)
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != 200 {
+			b.Fatal(w.Code)
+		}
+	}
+}

@@ -17,6 +17,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
@@ -174,11 +176,21 @@ func newLogger(lvl, format string) log.Logger {
 // newMux serves the metrics of exp (plus, unless disabled, the exporter's
 // own build, Go and process metrics) and the landing page.
 func newMux(exp *collector.Exporter, opts *collector.Options, metricsPath string, maxRequests int, exporterMetrics bool, slogger *slog.Logger, pprofOn bool) *http.ServeMux {
+	var handler http.Handler
 	if exporterMetrics {
+		// Process and Go metrics under client_golang's names, written by
+		// the exporter (client_golang's Go collector costs ten times more
+		// per scrape: BenchmarkSelfMetrics); the GC pause summary and the
+		// handler's own metrics through a small registry.
 		exp.SetSelfMetrics(collector.NewSelfMetrics("/proc"))
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collector.NewGCDurationCollector())
+		handler = promhttp.InstrumentMetricHandler(reg, newMetricsHandler(exp, reg, maxRequests, slogger))
+	} else {
+		handler = newMetricsHandler(exp, nil, maxRequests, slogger)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(metricsPath, newMetricsHandler(exp, nil, maxRequests, slogger))
+	mux.Handle(metricsPath, handler)
 	if pprofOn {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
