@@ -37,6 +37,8 @@ type SelfMetrics struct {
 
 	cpu, rss, vsz, vszMax, startTime, openFDs, maxFDs, rx, tx *Series
 	goMetrics                                                 *goMetrics
+	// Handler, when set, adds the metrics handler's promhttp_* series.
+	Handler *HandlerMetrics
 }
 
 // NewSelfMetrics returns the self-metrics writer; procfs is the proc mount
@@ -126,6 +128,9 @@ func (s *SelfMetrics) Add(b *Batch) {
 		b.Add(s.tx, s.netTx)
 	}
 	s.goMetrics.add(b)
+	if s.Handler != nil {
+		s.Handler.add(b)
+	}
 }
 
 // readNetDev sums the received and transmitted bytes of every interface in

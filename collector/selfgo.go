@@ -4,7 +4,9 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,14 +17,15 @@ import (
 // from runtime/metrics as that collector documents for each name. Reading
 // the dozen samples it needs costs a fraction of that collector, which
 // reads every runtime metric and encodes through protobuf structs
-// (BenchmarkSelfMetrics in cmd/fabric_exporter). go_gc_duration_seconds, a
-// summary, is GCDurationCollector.
+// (BenchmarkSelfMetrics in cmd/fabric_exporter). go_gc_duration_seconds
+// is gcStats.
 type goMetrics struct {
 	rm     []metrics.Sample
 	idx    map[string]int
 	info   *Series
 	series []goSeries
 	thread *Series
+	gc     *gcStats
 }
 
 // goSeries is one go_* series: the sum of some runtime/metrics samples.
@@ -82,6 +85,7 @@ func newGoMetrics() *goMetrics {
 	}
 	g.info = NewFamily("go_info", "Information about the Go environment.", prometheus.GaugeValue, "version").With(runtime.Version())
 	g.thread = NewFamily("go_threads", "Number of OS threads created.", prometheus.GaugeValue).With()
+	g.gc = newGCStats()
 	return g
 }
 
@@ -107,39 +111,101 @@ func (g *goMetrics) add(b *Batch) {
 	b.Add(g.info, 1)
 	n, _ := runtime.ThreadCreateProfile(nil)
 	b.Add(g.thread, float64(n))
+	g.gc.add(b)
 }
 
-// GCDurationCollector is client_golang's go_gc_duration_seconds summary
-// (GC pause quantiles 0, 0.25, 0.5, 0.75, 1 from debug.ReadGCStats) and
-// go_memstats_last_gc_time_seconds, for a registry next to the Exporter.
-type GCDurationCollector struct {
-	mu        sync.Mutex
-	stats     debug.GCStats
-	dur, last *prometheus.Desc
+// HandlerMetrics counts the scrapes of the metrics handler under the names
+// of promhttp.InstrumentMetricHandler: promhttp_metric_handler_requests_total
+// by status code (completed scrapes; 200, 500 and 503 start at 0) and
+// promhttp_metric_handler_requests_in_flight.
+type HandlerMetrics struct {
+	inFlight atomic.Int64
+	mu       sync.Mutex
+	codes    map[int]*handlerCode
+	order    []*handlerCode
+	flight   *Series
 }
 
-// NewGCDurationCollector returns the collector.
-func NewGCDurationCollector() *GCDurationCollector {
-	return &GCDurationCollector{
-		stats: debug.GCStats{PauseQuantiles: make([]time.Duration, 5)},
-		dur:   prometheus.NewDesc("go_gc_duration_seconds", "A summary of the wall-time pause (stop-the-world) duration in garbage collection cycles.", nil, nil),
-		last:  prometheus.NewDesc("go_memstats_last_gc_time_seconds", "Number of seconds since 1970 of last garbage collection.", nil, nil),
+type handlerCode struct {
+	n atomic.Uint64
+	s *Series
+}
+
+var handlerRequests = NewFamily("promhttp_metric_handler_requests_total", "Total number of scrapes by HTTP status code.", prometheus.CounterValue, "code")
+
+// NewHandlerMetrics returns the counters.
+func NewHandlerMetrics() *HandlerMetrics {
+	h := &HandlerMetrics{codes: map[int]*handlerCode{},
+		flight: NewFamily("promhttp_metric_handler_requests_in_flight", "Current number of scrapes being served.", prometheus.GaugeValue).With()}
+	for _, c := range []int{200, 500, 503} {
+		h.code(c)
+	}
+	return h
+}
+
+func (h *HandlerMetrics) code(c int) *handlerCode {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hc := h.codes[c]
+	if hc == nil {
+		if len(h.codes) >= 64 { // bound the series
+			return nil
+		}
+		hc = &handlerCode{s: handlerRequests.With(strconv.Itoa(c))}
+		h.codes[c] = hc
+		h.order = append(h.order, hc)
+	}
+	return hc
+}
+
+// Begin marks a scrape in flight.
+func (h *HandlerMetrics) Begin() { h.inFlight.Add(1) }
+
+// End marks a scrape done with its HTTP status code.
+func (h *HandlerMetrics) End(code int) {
+	h.inFlight.Add(-1)
+	if hc := h.code(code); hc != nil {
+		hc.n.Add(1)
 	}
 }
 
-// Describe implements prometheus.Collector.
-func (c *GCDurationCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.dur; ch <- c.last }
-
-// Collect implements prometheus.Collector.
-func (c *GCDurationCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	debug.ReadGCStats(&c.stats)
-	q := map[float64]float64{}
-	for i, p := range c.stats.PauseQuantiles {
-		q[float64(i)/4] = p.Seconds()
+func (h *HandlerMetrics) add(b *Batch) {
+	b.Add(h.flight, float64(h.inFlight.Load()))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hc := range h.order {
+		b.Add(hc.s, float64(hc.n.Load()))
 	}
-	n, total, last := uint64(c.stats.NumGC), c.stats.PauseTotal.Seconds(), float64(c.stats.LastGC.UnixNano())/1e9
-	c.mu.Unlock()
-	ch <- prometheus.MustNewConstSummary(c.dur, n, total, q)
-	ch <- prometheus.MustNewConstMetric(c.last, prometheus.GaugeValue, last)
+}
+
+// gcStats writes client_golang's go_gc_duration_seconds summary (GC pause
+// quantiles 0, 0.25, 0.5, 0.75, 1, total pause and GC count from
+// debug.ReadGCStats) and go_memstats_last_gc_time_seconds.
+type gcStats struct {
+	stats      debug.GCStats
+	quantiles  [5]*Series
+	sum, count *Series
+	last       *Series
+}
+
+func newGCStats() *gcStats {
+	g := &gcStats{stats: debug.GCStats{PauseQuantiles: make([]time.Duration, 5)}}
+	f := NewSummaryFamily("go_gc_duration_seconds", "A summary of the wall-time pause (stop-the-world) duration in garbage collection cycles.")
+	for i, q := range []string{"0", "0.25", "0.5", "0.75", "1"} {
+		g.quantiles[i] = f.With(q)
+	}
+	g.sum, g.count = f.Sum(), f.Count()
+	g.last = NewFamily("go_memstats_last_gc_time_seconds", "Number of seconds since 1970 of last garbage collection.", prometheus.GaugeValue).With()
+	return g
+}
+
+// add reads the GC statistics; the caller serialises calls.
+func (g *gcStats) add(b *Batch) {
+	debug.ReadGCStats(&g.stats)
+	for i, s := range g.quantiles {
+		b.Add(s, g.stats.PauseQuantiles[i].Seconds())
+	}
+	b.Add(g.sum, g.stats.PauseTotal.Seconds())
+	b.Add(g.count, float64(g.stats.NumGC))
+	b.Add(g.last, float64(g.stats.LastGC.UnixNano())/1e9)
 }

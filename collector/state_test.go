@@ -364,3 +364,37 @@ func TestParseNetDev(t *testing.T) {
 		t.Error("short line accepted")
 	}
 }
+
+// The self metrics' summary (go_gc_duration_seconds) comes out the same
+// through the text writer and through Collect.
+func TestSelfMetricsSummaryBothPaths(t *testing.T) {
+	e, err := NewExporter(nil, &Options{}, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetSelfMetrics(NewSelfMetrics("/proc"))
+	var buf bytes.Buffer
+	if err := e.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# TYPE go_gc_duration_seconds summary\n", `go_gc_duration_seconds{quantile="0.5"} `, "\ngo_gc_duration_seconds_sum ", "\ngo_gc_duration_seconds_count "} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("text lacks %q", want)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == "go_gc_duration_seconds" {
+			found = mf.GetType().String() == "SUMMARY" && len(mf.GetMetric()[0].GetSummary().GetQuantile()) == 5
+		}
+	}
+	if !found {
+		t.Error("Collect lacks the go_gc_duration_seconds summary with 5 quantiles")
+	}
+}

@@ -17,8 +17,6 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
@@ -176,18 +174,15 @@ func newLogger(lvl, format string) log.Logger {
 // newMux serves the metrics of exp (plus, unless disabled, the exporter's
 // own build, Go and process metrics) and the landing page.
 func newMux(exp *collector.Exporter, opts *collector.Options, metricsPath string, maxRequests int, exporterMetrics bool, slogger *slog.Logger, pprofOn bool) *http.ServeMux {
-	var handler http.Handler
+	var handler http.Handler = newMetricsHandler(exp, nil, maxRequests, slogger)
 	if exporterMetrics {
-		// Process and Go metrics under client_golang's names, written by
-		// the exporter (client_golang's Go collector costs ten times more
-		// per scrape: BenchmarkSelfMetrics); the GC pause summary and the
-		// handler's own metrics through a small registry.
-		exp.SetSelfMetrics(collector.NewSelfMetrics("/proc"))
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collector.NewGCDurationCollector())
-		handler = promhttp.InstrumentMetricHandler(reg, newMetricsHandler(exp, reg, maxRequests, slogger))
-	} else {
-		handler = newMetricsHandler(exp, nil, maxRequests, slogger)
+		// Process, Go and handler metrics under client_golang's names,
+		// written by the exporter: client_golang's collectors cost several
+		// times more per scrape (BenchmarkSelfMetrics).
+		self := collector.NewSelfMetrics("/proc")
+		self.Handler = collector.NewHandlerMetrics()
+		exp.SetSelfMetrics(self)
+		handler = instrument(self.Handler, handler)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(metricsPath, handler)
@@ -203,6 +198,38 @@ func newMux(exp *collector.Exporter, opts *collector.Options, metricsPath string
 	}
 	return mux
 }
+
+// instrument counts the scrapes of h in hm (promhttp_metric_handler_*).
+func instrument(hm *collector.HandlerMetrics, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hm.Begin()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		defer func() { hm.End(sw.code) }()
+		h.ServeHTTP(sw, r)
+	})
+}
+
+// statusWriter remembers the status code of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.code, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // noTimeHandler drops the time of slog records, which the go-kit logger
 // behind it stamps itself (ts=).
