@@ -337,6 +337,11 @@ func (c *processCollector) Update(ctx context.Context, b *Batch) error {
 	}
 	reported := 0
 	for _, s := range c.sel {
+		if err := ctx.Err(); err != nil {
+			// The scrape's deadline passed (--web.scrape-timeout): stop;
+			// the next scrape goes on from the cached state.
+			return err
+		}
 		if c.collectProcess(s, now, devices, b) {
 			reported++
 		}

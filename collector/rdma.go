@@ -156,6 +156,9 @@ func (c *rdmaCollector) Update(ctx context.Context, b *Batch) error {
 	}
 	seen := make(map[string]bool, len(names))
 	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return err // the scrape's deadline passed
+		}
 		if c.filter.Ignored(name) {
 			continue
 		}

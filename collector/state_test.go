@@ -398,3 +398,22 @@ func TestSelfMetricsSummaryBothPaths(t *testing.T) {
 		t.Error("Collect lacks the go_gc_duration_seconds summary with 5 quantiles")
 	}
 }
+
+// Collectors with per-device or per-process loops stop when the scrape's
+// context ends.
+func TestCollectorsHonourContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	pc, _, _ := newTestProcess(t, processOptions(t, "fixtures/proc"))
+	env, _ := testEnv()
+	rc, err := newRDMACollector(env, fixtureOptions(t, fixtureSys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]Collector{"process": pc, "rdma": rc} {
+		var b Batch
+		if err := c.Update(ctx, &b); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: Update with an ended context = %v, want context.Canceled", name, err)
+		}
+	}
+}
