@@ -14,7 +14,6 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
-	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -102,10 +101,17 @@ func scrapeID(ctx context.Context) uint64 {
 
 type namedCollector struct {
 	name       string
-	mu         sync.Mutex // one Update at a time per collector
+	sem        chan struct{} // one Update at a time per collector
 	c          Collector
 	readErrors *Counter
 	meta       [3]*Series // duration, success, read errors
+	state      stateTracker
+}
+
+func newNamedCollector(name string, c Collector, l log.Logger) *namedCollector {
+	return &namedCollector{name: name, c: c, readErrors: &Counter{}, sem: make(chan struct{}, 1),
+		meta:  [3]*Series{scrapeDuration.With(name), scrapeSuccess.With(name), scrapeReadErrors.With(name)},
+		state: stateTracker{name: name, logger: l}}
 }
 
 // Exporter runs every enabled collector concurrently on each scrape and adds
@@ -136,8 +142,7 @@ func NewExporter(enabled []string, o *Options, logger log.Logger) (*Exporter, er
 			return nil, fmt.Errorf("unknown collector %q", name)
 		}
 		l := log.With(logger, "collector", name)
-		nc := &namedCollector{name: name, readErrors: &Counter{},
-			meta: [3]*Series{scrapeDuration.With(name), scrapeSuccess.With(name), scrapeReadErrors.With(name)}}
+		nc := newNamedCollector(name, nil, l)
 		env := Env{Logger: l, ReadErrors: nc.readErrors, Once: NewOnceLogger(l, 1024)}
 		c, err := spec.New(env, o)
 		if err != nil {
@@ -163,7 +168,10 @@ type scrape struct {
 	batches []*Batch
 }
 
-// run updates every collector concurrently, each into its own batch.
+// run updates every collector concurrently, each into its own batch. With
+// a scrape timeout, a collector still running at the deadline is reported
+// failed ("deadline exceeded") and left to finish on its own: its batch is
+// abandoned and the scrape returns what the others produced.
 func (e *Exporter) run() *scrape {
 	sc, _ := e.pool.Get().(*scrape)
 	if sc == nil || len(sc.batches) != len(e.collectors)+1 {
@@ -173,28 +181,76 @@ func (e *Exporter) run() *scrape {
 		}
 	}
 	ctx := context.WithValue(context.Background(), scrapeIDKey{}, e.nextID.Add(1))
-	if e.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.timeout)
+	if e.timeout <= 0 {
+		var wg sync.WaitGroup
+		for i, c := range e.collectors {
+			b := sc.batches[i]
+			b.reset()
+			if len(e.collectors) == 1 {
+				e.finish(c, b, e.execute(ctx, c, b))
+				break
+			}
+			wg.Go(func() { e.finish(c, b, e.execute(ctx, c, b)) })
+		}
+		wg.Wait()
+	} else {
+		ctx, cancel := context.WithTimeout(ctx, e.timeout)
 		defer cancel()
-	}
-	var wg sync.WaitGroup
-	for i, c := range e.collectors {
-		b := sc.batches[i]
-		b.reset()
-		if len(e.collectors) == 1 {
-			e.execute(ctx, c, b)
+		done := make(chan result, len(e.collectors))
+		for i, c := range e.collectors {
+			b := sc.batches[i]
+			b.reset()
+			go func() {
+				r := e.execute(ctx, c, b)
+				r.index = i
+				done <- r
+			}()
+		}
+		finished := make([]bool, len(e.collectors))
+		for n := 0; n < len(e.collectors); n++ {
+			select {
+			case r := <-done:
+				finished[r.index] = true
+				e.finish(e.collectors[r.index], sc.batches[r.index], r)
+				continue
+			case <-ctx.Done():
+			}
 			break
 		}
-		wg.Go(func() { e.execute(ctx, c, b) })
+	drain: // results that arrived together with the deadline
+		for {
+			select {
+			case r := <-done:
+				finished[r.index] = true
+				e.finish(e.collectors[r.index], sc.batches[r.index], r)
+			default:
+				break drain
+			}
+		}
+		for i, c := range e.collectors {
+			if finished[i] {
+				continue
+			}
+			// The collector's goroutine still owns its batch: give this
+			// scrape (and the pool) a new one.
+			b := &Batch{}
+			sc.batches[i] = b
+			e.finish(c, b, result{err: fmt.Errorf("deadline exceeded (--web.scrape-timeout %s)", e.timeout), duration: e.timeout.Seconds()})
+		}
 	}
-	wg.Wait()
 	self := sc.batches[len(e.collectors)]
 	self.reset()
 	if e.self != nil {
 		e.self.Add(self)
 	}
 	return sc
+}
+
+// result is the outcome of one collector's update.
+type result struct {
+	index    int
+	err      error
+	duration float64
 }
 
 func (e *Exporter) release(sc *scrape) {
@@ -227,22 +283,55 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (e *Exporter) execute(ctx context.Context, c *namedCollector, b *Batch) {
+// execute runs one collector's update into b. It waits for the
+// collector's previous update (another scrape) at most until ctx's deadline.
+func (e *Exporter) execute(ctx context.Context, c *namedCollector, b *Batch) result {
 	begin := time.Now()
-	c.mu.Lock()
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return result{err: fmt.Errorf("deadline exceeded waiting for the previous update (--web.scrape-timeout %s)", e.timeout), duration: time.Since(begin).Seconds()}
+	}
 	err := c.c.Update(ctx, b)
-	c.mu.Unlock()
-	duration := time.Since(begin).Seconds()
-	success := 1.0
-	if err != nil {
-		success = 0
-		if errors.Is(err, ErrNoData) {
-			level.Debug(e.logger).Log("msg", "collector returned no data", "collector", c.name, "duration_seconds", duration, "err", err)
-		} else {
-			level.Error(e.logger).Log("msg", "collector failed", "collector", c.name, "duration_seconds", duration, "err", err)
+	<-c.sem
+	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("deadline exceeded (--web.scrape-timeout %s)", e.timeout)
+	}
+	return result{err: err, duration: time.Since(begin).Seconds()}
+}
+
+// finish adds a collector's success, duration, read errors and state to b
+// and logs state changes.
+func (e *Exporter) finish(c *namedCollector, b *Batch, r result) {
+	stateSeries, st := c.state.record(r.err)
+	b.Add(c.meta[0], r.duration)
+	b.Add(c.meta[1], b2f(st.Success()))
+	b.Add(c.meta[2], c.readErrors.Value())
+	b.Add(stateSeries, 1)
+}
+
+// States returns every enabled collector's latest state, in name order.
+// Before the first scrape the state is "" (see Probe).
+func (e *Exporter) States() []CollectorState {
+	out := make([]CollectorState, 0, len(e.collectors))
+	for _, c := range e.collectors {
+		out = append(out, c.state.get())
+	}
+	return out
+}
+
+// Probe runs one scrape and discards it, so that every collector's state
+// is known (and logged) at startup.
+func (e *Exporter) Probe() {
+	e.release(e.run())
+}
+
+// Close stops the background work of the collectors that have some (the
+// nccl follower).
+func (e *Exporter) Close() {
+	for _, c := range e.collectors {
+		if cl, ok := c.c.(interface{ Close() }); ok {
+			cl.Close()
 		}
 	}
-	b.Add(c.meta[0], duration)
-	b.Add(c.meta[1], success)
-	b.Add(c.meta[2], c.readErrors.Value())
 }

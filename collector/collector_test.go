@@ -38,16 +38,20 @@ func (s stubCollector) Update(_ context.Context, b *Batch) error {
 func TestExporterIsolatesCollectors(t *testing.T) {
 	e := &Exporter{logger: log.NewNopLogger()}
 	for _, s := range []stubCollector{{"bad", errors.New("boom")}, {"absent", ErrNoData}, {name: "good"}} {
-		e.collectors = append(e.collectors, &namedCollector{name: s.name, c: s, readErrors: &Counter{},
-			meta: [3]*Series{scrapeDuration.With(s.name), scrapeSuccess.With(s.name), scrapeReadErrors.With(s.name)}})
+		e.collectors = append(e.collectors, newNamedCollector(s.name, s, log.NewNopLogger()))
 	}
 	err := testutil.CollectAndCompare(e, strings.NewReader(`
 # HELP fabric_scrape_collector_success 1 if the collector's update succeeded in this scrape, 0 if it failed or its source is absent on this host.
 # TYPE fabric_scrape_collector_success gauge
-fabric_scrape_collector_success{collector="absent"} 0
+fabric_scrape_collector_success{collector="absent"} 1
 fabric_scrape_collector_success{collector="bad"} 0
 fabric_scrape_collector_success{collector="good"} 1
-`), "fabric_scrape_collector_success")
+# HELP fabric_collector_state_info The state of each enabled collector in this scrape (ok, not_configured, no_hardware, source_missing, failed) and why ("" when ok).
+# TYPE fabric_collector_state_info gauge
+fabric_collector_state_info{collector="absent",reason="collector returned no data",state="no_hardware"} 1
+fabric_collector_state_info{collector="bad",reason="boom",state="failed"} 1
+fabric_collector_state_info{collector="good",reason="",state="ok"} 1
+`), "fabric_scrape_collector_success", "fabric_collector_state_info")
 	if err != nil {
 		t.Error(err)
 	}

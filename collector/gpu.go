@@ -141,13 +141,13 @@ func (c *gpuCollector) Update(_ context.Context, b *Batch) error {
 	defer c.mu.Unlock()
 	if c.backend == nil {
 		if errors.Is(c.lastErr, gpu.ErrNotBuilt) {
-			return fmt.Errorf("%w: %v", ErrNoData, c.lastErr)
+			return notConfigured("%v", c.lastErr)
 		}
 		if now := time.Now(); now.Sub(c.lastTry) >= gpuRetryInterval {
 			c.connect(now)
 		}
 		if c.backend == nil {
-			return fmt.Errorf("%w: %v", ErrNoData, c.lastErr)
+			return noHardware("%v", c.lastErr)
 		}
 	}
 	snap, err := c.backend.Snapshot()
@@ -158,7 +158,7 @@ func (c *gpuCollector) Update(_ context.Context, b *Batch) error {
 		b.AddWith(c.dcgmUp, b2f(*snap.DCGMUp))
 	}
 	if len(snap.Devices) == 0 && snap.DCGMUp == nil {
-		return fmt.Errorf("%w: no GPU", ErrNoData)
+		return noHardware("no GPU")
 	}
 	b.AddWith(c.source, 1, snap.Source)
 	stale := 3*snap.Interval + time.Second

@@ -76,3 +76,29 @@ func copyTree(t testing.TB, src string) string {
 	}
 	return dst
 }
+
+// scrapeSamples runs c once and returns the label sets of the samples of
+// the family name.
+func scrapeSamples(t testing.TB, c Collector, name string) []map[string]string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(updater{c: c})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]string
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			ls := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				ls[lp.GetName()] = lp.GetValue()
+			}
+			out = append(out, ls)
+		}
+	}
+	return out
+}

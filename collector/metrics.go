@@ -32,6 +32,7 @@ type Family struct {
 	sorted     []int  // label indexes in name order, as the text format is written
 	header     []byte // "# HELP …\n# TYPE …\n"
 	desc       *prometheus.Desc
+	summary    bool // a summary: series by quantile, plus _sum and _count
 }
 
 // Name returns the family's metric name.
@@ -102,11 +103,41 @@ func NewFamily(name, help string, typ prometheus.ValueType, labels ...string) *F
 	return f
 }
 
+// NewSummaryFamily returns a summary family (label quantile) for values
+// computed elsewhere (go_gc_duration_seconds): bind its quantile series
+// with With, its _sum and _count series with Sum and Count.
+func NewSummaryFamily(name, help string) *Family {
+	f := NewFamily(name, help, prometheus.UntypedValue, "quantile")
+	if f != nil && !f.summary {
+		families.mu.Lock()
+		f.summary = true
+		f.header = fmt.Appendf(nil, "# HELP %s %s\n# TYPE %s summary\n", name, escapeHelp(help), name)
+		families.mu.Unlock()
+	}
+	return f
+}
+
+// Sum and Count return the _sum and _count series of a summary family.
+func (f *Family) Sum() *Series {
+	return &Series{fam: f, part: partSum, prefix: []byte(f.name + "_sum ")}
+}
+func (f *Family) Count() *Series {
+	return &Series{fam: f, part: partCount, prefix: []byte(f.name + "_count ")}
+}
+
+// Series parts of a summary.
+const (
+	partValue = iota // a plain series, or a summary's quantile
+	partSum
+	partCount
+)
+
 // Series is a family with its label values bound.
 type Series struct {
 	fam    *Family
 	values []string
 	prefix []byte // `name{a="x",b="y"} `
+	part   uint8
 }
 
 // With binds label values (one per label name).
@@ -305,10 +336,42 @@ func escapeHelp(h string) string {
 	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(h)
 }
 
-// constMetrics turns samples into client_golang const metrics.
+// constMetrics turns samples into client_golang const metrics; the samples
+// of a summary family become one const summary.
 func constMetrics(b *Batch, ch chan<- prometheus.Metric) {
+	type acc struct {
+		q     map[float64]float64
+		sum   float64
+		count uint64
+	}
+	var sums map[*Family]*acc
 	for _, s := range b.samples {
-		ch <- prometheus.MustNewConstMetric(s.s.fam.desc, s.s.fam.typ, s.v, s.s.values...)
+		f := s.s.fam
+		if !f.summary {
+			ch <- prometheus.MustNewConstMetric(f.desc, f.typ, s.v, s.s.values...)
+			continue
+		}
+		if sums == nil {
+			sums = map[*Family]*acc{}
+		}
+		a := sums[f]
+		if a == nil {
+			a = &acc{q: map[float64]float64{}}
+			sums[f] = a
+		}
+		switch s.s.part {
+		case partSum:
+			a.sum = s.v
+		case partCount:
+			a.count = uint64(s.v)
+		default:
+			if q, err := strconv.ParseFloat(s.s.values[0], 64); err == nil {
+				a.q[q] = s.v
+			}
+		}
+	}
+	for f, a := range sums {
+		ch <- prometheus.MustNewConstSummary(prometheus.NewDesc(f.name, f.help, nil, nil), a.count, a.sum, a.q)
 	}
 }
 

@@ -149,6 +149,7 @@ type ncclCollector struct {
 	bytes    float64
 	evicted  float64
 	files    float64
+	polled   bool // the files were listed at least once
 	backlog  float64
 	chunkMod int64 // mtime of the file being read
 
@@ -281,6 +282,7 @@ func (c *ncclCollector) pollOnce(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.backlog, c.files = float64(backlog), float64(files)
+	c.polled = true
 	c.expire()
 }
 
@@ -758,7 +760,7 @@ func boundBytes(b []byte) []byte {
 
 func (c *ncclCollector) Update(ctx context.Context, b *Batch) error {
 	if len(c.opts.LogPaths) == 0 {
-		return fmt.Errorf("%w: no --collector.nccl.log-path", ErrNoData)
+		return notConfigured("no --collector.nccl.log-path")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -799,8 +801,15 @@ func (c *ncclCollector) Update(ctx context.Context, b *Batch) error {
 	b.Add(c.evictedS, c.evicted)
 	b.Add(c.filesS, c.files)
 	b.Add(c.backlogS, c.backlog)
+	if c.polled && c.files == 0 {
+		globs := strings.Join(c.opts.LogPaths, " ")
+		return sourceMissing(globs, ncclFix, "--collector.nccl.log-path %s matches no file", globs)
+	}
 	return nil
 }
+
+// ncclFix is the likely fix of a log-path glob that matches nothing.
+const ncclFix = "check the glob, that the serving processes run with NCCL_DEBUG=INFO and NCCL_DEBUG_FILE in that directory, and that the directory is mounted into the exporter (-v /var/log/nccl:/var/log/nccl:ro)"
 
 // NCCLScanResult is what ScanNCCLLog read.
 type NCCLScanResult struct {

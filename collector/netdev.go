@@ -104,7 +104,7 @@ func (c *netdevCollector) Update(ctx context.Context, b *Batch) error {
 	names, err := listDir(c.dir(), false)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%w: %s does not exist", ErrNoData, c.dir())
+			return checkSysfs(c.opts.SysfsPath, c.dir()+" does not exist")
 		}
 		return fmt.Errorf("listing network interfaces: %w", err)
 	}
@@ -142,13 +142,20 @@ func (c *netdevCollector) scanIface(name, dir string) *netIf {
 		operPath: filepath.Join(dir, "operstate"), speedPath: filepath.Join(dir, "speed")}
 	if _, err := os.Lstat(filepath.Join(dir, "device")); err == nil {
 		ifc.physical = true
-		ifc.pci = readLinkBase(filepath.Join(dir, "device"))
+		// A virtio (or other non-PCI) device: the address and NUMA node
+		// of the PCI function it sits on.
+		pciDir := filepath.Join(dir, "device")
+		ifc.pci, pciDir = pciFunction(pciDir)
+		if pciDir == "" {
+			pciDir = filepath.Join(dir, "device")
+		}
 		ifc.driver = readLinkBase(filepath.Join(dir, "device", "driver"))
-		if s, err := c.reader.readString(filepath.Join(dir, "device", "numa_node")); err == nil {
+		if s, err := c.reader.readString(filepath.Join(pciDir, "numa_node")); err == nil {
 			if v, err := parseSysfsInt([]byte(s)); err == nil && v >= 0 {
 				ifc.numa = strconv.FormatInt(v, 10)
 			}
 		}
+		c.reader.forget(filepath.Join(pciDir, "numa_node"))
 		c.reader.forgetPrefix(dir)
 	}
 	files, err := listDir(filepath.Join(dir, "statistics"), true)

@@ -103,3 +103,48 @@ fabric_netdev_up{netdev="eth3"} 1
 		t.Error("old interface name still cached")
 	}
 }
+
+// A virtio NIC's device link names the virtio device (virtio2), not its PCI
+// function: pci_bus_id (and numa_node) come from the PCI function it sits
+// on, the same 0000:00:03.0 form that fabric_pci_device_info gives.
+func TestNetdevVirtioPCIAddress(t *testing.T) {
+	sys := copyTree(t, fixtureSys)
+	pci := filepath.Join(sys, "devices", "pci0000:00", "0000:00:03.0")
+	nd := filepath.Join(pci, "virtio2", "net", "eth9")
+	for _, d := range []string{filepath.Join(nd, "statistics"), filepath.Join(sys, "bus", "virtio", "drivers", "virtio_net")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]string{
+		filepath.Join(pci, "numa_node"):             "1\n",
+		filepath.Join(nd, "operstate"):              "up\n",
+		filepath.Join(nd, "speed"):                  "-1\n",
+		filepath.Join(nd, "statistics", "rx_bytes"): "1234\n",
+	}
+	for p, v := range files {
+		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{
+		filepath.Join(nd, "device"):                "../../../virtio2",
+		filepath.Join(pci, "virtio2", "driver"):    "../../../../bus/virtio/drivers/virtio_net",
+		filepath.Join(sys, "class", "net", "eth9"): "../../devices/pci0000:00/0000:00:03.0/virtio2/net/eth9",
+	}
+	for p, target := range links {
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newTestNetdev(t, fixtureOptions(t, sys))
+	var got map[string]string
+	for _, s := range scrapeSamples(t, c, "fabric_netdev_info") {
+		if s["netdev"] == "eth9" {
+			got = s
+		}
+	}
+	if got["pci_bus_id"] != "0000:00:03.0" || got["numa_node"] != "1" || got["driver"] != "virtio_net" {
+		t.Errorf("virtio eth9 = %v, want pci_bus_id 0000:00:03.0, numa_node 1, driver virtio_net", got)
+	}
+}

@@ -30,6 +30,7 @@ var numaStats = []struct {
 type numaCollector struct {
 	env    Env
 	dir    string
+	sysfs  string
 	reader *sysReader
 	nodes  map[string]*numaNode
 	list   []*numaNode
@@ -53,7 +54,7 @@ type numaNode struct {
 func newNumaCollector(env Env, o *Options) (Collector, error) {
 	g := prometheus.GaugeValue
 	c := &numaCollector{
-		env: env, dir: o.sysPath("devices", "system", "node"), reader: newSysReaderIn(o.SysfsPath), nodes: map[string]*numaNode{},
+		env: env, dir: o.sysPath("devices", "system", "node"), sysfs: o.SysfsPath, reader: newSysReaderIn(o.SysfsPath), nodes: map[string]*numaNode{},
 		memTotal: NewFamily("fabric_numa_memory_total_bytes", "Memory of the NUMA node (node*/meminfo MemTotal).", g, "numa_node"),
 		memFree:  NewFamily("fabric_numa_memory_free_bytes", "Free memory of the NUMA node (node*/meminfo MemFree).", g, "numa_node"),
 		inf:      NewFamily("fabric_numa_node_info", "A NUMA node and its CPUs (node*/cpulist; \"\" for a node without CPUs).", g, "numa_node", "cpulist"),
@@ -86,7 +87,7 @@ func (c *numaCollector) Update(ctx context.Context, b *Batch) error {
 	c.list = nodes
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%w: %s does not exist (kernel without NUMA support)", ErrNoData, c.dir)
+			return checkSysfs(c.sysfs, c.dir+" does not exist (kernel without NUMA support)")
 		}
 		return fmt.Errorf("listing NUMA nodes: %w", err)
 	}
@@ -97,7 +98,7 @@ func (c *numaCollector) Update(ctx context.Context, b *Batch) error {
 		}
 	}
 	if len(nodes) == 0 {
-		return fmt.Errorf("%w: no node* directories in %s", ErrNoData, c.dir)
+		return noHardware("no node* directories in %s", c.dir)
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].num < nodes[j].num })
 	for _, n := range nodes {

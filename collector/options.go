@@ -123,13 +123,16 @@ func (o *OnceLogger) log(lvl func(log.Logger) log.Logger, key string, keyvals []
 	}
 }
 
-// Clear forgets key so that the next failure is logged again.
-func (o *OnceLogger) Clear(key string) {
+// Clear forgets key so that the next failure is logged again. It reports
+// whether key was set.
+func (o *OnceLogger) Clear(key string) bool {
 	if o.n.Load() == 0 {
-		return
+		return false
 	}
 	o.mu.Lock()
+	_, had := o.seen[key]
 	delete(o.seen, key)
 	o.n.Store(int64(len(o.seen)))
 	o.mu.Unlock()
+	return had
 }

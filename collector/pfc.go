@@ -144,18 +144,21 @@ func newPFCCollector(env Env, o *Options) (Collector, error) {
 
 func (c *pfcCollector) Update(ctx context.Context, b *Batch) error {
 	if c.opts.Rails == nil {
-		return fmt.Errorf("%w: no rails", ErrNoData)
+		return noHardware("no rails")
 	}
 	seen := map[string]bool{}
 	var netdevs []string
 	for _, r := range c.opts.Rails.Current(ctx) {
-		if r.Netdev != "" && !seen[r.Netdev] {
+		if r.Present && r.Netdev != "" && !seen[r.Netdev] {
 			seen[r.Netdev] = true
 			netdevs = append(netdevs, r.Netdev)
 		}
 	}
 	if len(netdevs) == 0 {
-		return fmt.Errorf("%w: no rail netdev", ErrNoData)
+		if err := sysfsRootError(c.opts.SysfsPath); err != nil {
+			return err
+		}
+		return noHardware("no rail netdev (no Ethernet RDMA port with a netdev, and no --rail)")
 	}
 	sort.Strings(netdevs)
 	var errs []error
@@ -173,7 +176,7 @@ func (c *pfcCollector) Update(ctx context.Context, b *Batch) error {
 	if len(errs) == len(netdevs) {
 		err := errors.Join(errs...)
 		if allUnsupported(errs) {
-			return fmt.Errorf("%w: %v", ErrNoData, err)
+			return noHardware("ethtool statistics not supported: %v", err)
 		}
 		return err
 	}

@@ -268,12 +268,15 @@ func (c *processCollector) Update(ctx context.Context, b *Batch) error {
 	})
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%w: %s does not exist", ErrNoData, c.procfs)
+			return checkProcfs(c.procfs)
 		}
 		return fmt.Errorf("listing processes: %w", err)
 	}
 	if len(c.pids) == 0 {
-		return fmt.Errorf("%w: no processes in %s", ErrNoData, c.procfs)
+		if err := checkProcfs(c.procfs); err != nil {
+			return err
+		}
+		return sourceMissing(c.procfs, procfsFix, "--path.procfs %s lists no process", c.procfs)
 	}
 	sort.Ints(c.pids)
 	clear(c.gpuSet)
@@ -334,6 +337,11 @@ func (c *processCollector) Update(ctx context.Context, b *Batch) error {
 	}
 	reported := 0
 	for _, s := range c.sel {
+		if err := ctx.Err(); err != nil {
+			// The scrape's deadline passed (--web.scrape-timeout): stop;
+			// the next scrape goes on from the cached state.
+			return err
+		}
 		if c.collectProcess(s, now, devices, b) {
 			reported++
 		}

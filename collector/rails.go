@@ -68,18 +68,30 @@ type Rails struct {
 	reader   *sysReader
 	links    map[string]string   // class/infiniband/<dev> -> its link target
 	ethPorts map[string][]string // default rails: Ethernet ports per device
+	// known holds every rail seen since startup with its last known
+	// labels: a rail whose port disappears stays, not present.
+	known map[string]Rail
 }
+
+// maxKnownRails bounds how many vanished rails are remembered.
+const maxKnownRails = 256
 
 // NewRails returns the rail resolver. With static rails it checks that every
 // named device and port exists now and fails with a clear message otherwise.
 func NewRails(sysfs string, static []RailConfig) (*Rails, error) {
-	r := &Rails{sysfs: sysfs, static: static, reader: newSysReaderIn(sysfs), links: map[string]string{}, ethPorts: map[string][]string{}}
+	r := &Rails{sysfs: sysfs, static: static, reader: newSysReaderIn(sysfs), links: map[string]string{}, ethPorts: map[string][]string{}, known: map[string]Rail{}}
 	seen := map[string]bool{}
+	ports := map[string]string{} // device:port -> rail name
 	for _, rc := range static {
 		if seen[rc.Name] {
 			return nil, fmt.Errorf("rail %q is given twice", rc.Name)
 		}
 		seen[rc.Name] = true
+		key := rc.Device + ":" + strconv.Itoa(rc.Port)
+		if other, dup := ports[key]; dup {
+			return nil, fmt.Errorf("rails %q and %q name the same RDMA port %s: give each port one rail name", other, rc.Name, key)
+		}
+		ports[key] = rc.Name
 		portDir := filepath.Join(r.ibDir(), rc.Device, "ports", strconv.Itoa(rc.Port))
 		if _, err := listDir(filepath.Join(r.ibDir(), rc.Device), false); err != nil {
 			devs, _ := listDir(r.ibDir(), false)
@@ -131,7 +143,9 @@ func (r *Rails) resolve() []Rail {
 				rail.Netdev = portNetdev(r.reader, devDir, portDir, rc.Port)
 			} else {
 				r.reader.forgetPrefix(devDir)
+				rail.Netdev = r.known[rc.Name].Netdev // last known
 			}
+			r.known[rc.Name] = rail
 			out = append(out, rail)
 		}
 	} else {
@@ -168,6 +182,21 @@ func (r *Rails) resolve() []Rail {
 				n, _ := strconv.Atoi(p)
 				portDir := filepath.Join(devDir, "ports", p)
 				out = append(out, Rail{Name: name, Device: dev, Port: p, Present: true, Netdev: portNetdev(r.reader, devDir, portDir, n)})
+			}
+		}
+		// Rails seen before whose port is gone stay, with their last
+		// known labels, as not present.
+		now := make(map[string]bool, len(out))
+		for _, rl := range out {
+			now[rl.Name] = true
+			if _, ok := r.known[rl.Name]; ok || len(r.known) < maxKnownRails {
+				r.known[rl.Name] = rl
+			}
+		}
+		for name, rl := range r.known {
+			if !now[name] {
+				rl.Present = false
+				out = append(out, rl)
 			}
 		}
 		if len(r.ethPorts) > len(devs) { // forget devices that went away
@@ -253,11 +282,12 @@ func railOfPort(rails []Rail, device, port string) string {
 	return strings.Join(names, ",")
 }
 
-// railOfNetdev returns the rail names carried by a netdev, joined by ",".
+// railOfNetdev returns the rail names carried by a netdev, joined by ",";
+// rails whose RDMA port is gone do not count.
 func railOfNetdev(rails []Rail, netdev string) string {
 	var names []string
 	for _, r := range rails {
-		if r.Netdev != "" && r.Netdev == netdev {
+		if r.Present && r.Netdev != "" && r.Netdev == netdev {
 			names = append(names, r.Name)
 		}
 	}

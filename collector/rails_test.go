@@ -43,8 +43,8 @@ func TestStaticRails(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := rs.Current(context.Background())
-	if got[1].Present || got[1].Netdev != "" || !got[0].Present {
-		t.Errorf("after removal rails = %+v", got)
+	if got[1].Present || got[1].Netdev != "eth3" || !got[0].Present {
+		t.Errorf("after removal rails = %+v, want rail1 not present with its last netdev eth3", got)
 	}
 }
 
@@ -56,6 +56,7 @@ func TestStaticRailErrors(t *testing.T) {
 		{[]RailConfig{{"rail0", "mlx5_9", 1}}, `rail "rail0": RDMA device "mlx5_9" not found in fixtures/sys/class/infiniband (found: i40iw0, mlx4_0, mlx5_0, mlx5_3)`},
 		{[]RailConfig{{"rail0", "mlx5_0", 2}}, `rail "rail0": RDMA device "mlx5_0" has no port 2`},
 		{[]RailConfig{{"a", "mlx5_0", 1}, {"a", "mlx5_3", 1}}, `rail "a" is given twice`},
+		{[]RailConfig{{"a", "mlx5_0", 1}, {"b", "mlx5_0", 1}}, `rails "a" and "b" name the same RDMA port mlx5_0:1: give each port one rail name`},
 	} {
 		_, err := NewRails(fixtureSys, tc.cfg)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
@@ -84,9 +85,66 @@ func TestRailsMemoizedPerScrape(t *testing.T) {
 		t.Errorf("same scrape re-resolved: %d rails", n)
 	}
 	ctx = context.WithValue(context.Background(), scrapeIDKey{}, uint64(8))
-	if n := len(rs.Current(ctx)); n != 1 {
-		t.Errorf("next scrape: %d rails, want 1", n)
+	if got := rs.Current(ctx); len(got) != 2 || got[1].Present {
+		t.Errorf("next scrape: %+v, want mlx5_3 kept as not present", got)
 	}
+}
+
+// A default rail seen once stays known when its device vanishes: the rdma
+// collector keeps fabric_rail_info with its last labels and reports
+// fabric_rail_device_present 0 (fabric_rdma_port_info of the port goes);
+// when the device comes back it is present again, without a restart.
+func TestDefaultRailVanishesAndReturns(t *testing.T) {
+	sys := copyTree(t, fixtureSys)
+	o := fixtureOptions(t, sys)
+	env, _ := testEnv()
+	c, err := newRDMACollector(env, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const railInfo = `# HELP fabric_rail_info A rail: the RDMA port it is and the netdev of that port ("" when unresolved).
+# TYPE fabric_rail_info gauge
+fabric_rail_info{device="mlx5_0",netdev="eth0",port="1",rail="mlx5_0"} 1
+fabric_rail_info{device="mlx5_3",netdev="eth3",port="1",rail="mlx5_3"} 1
+`
+	present := func(v string) string {
+		return `# HELP fabric_rail_device_present 1 if the RDMA port of the rail exists now, 0 if it disappeared.
+# TYPE fabric_rail_device_present gauge
+fabric_rail_device_present{device="mlx5_0",port="1",rail="mlx5_0"} 1
+fabric_rail_device_present{device="mlx5_3",port="1",rail="mlx5_3"} ` + v + "\n"
+	}
+	compare(t, c, railInfo+present("1"), "fabric_rail_info", "fabric_rail_device_present")
+
+	link := filepath.Join(sys, "class", "infiniband", "mlx5_3")
+	target, err := os.Readlink(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	compare(t, c, railInfo+present("0"), "fabric_rail_info", "fabric_rail_device_present")
+	if got := portInfoDevices(t, c); strings.Contains(got, "mlx5_3") {
+		t.Errorf("fabric_rdma_port_info of the vanished device still reported: %s", got)
+	}
+
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	compare(t, c, railInfo+present("1"), "fabric_rail_info", "fabric_rail_device_present")
+	if got := portInfoDevices(t, c); !strings.Contains(got, "mlx5_3") {
+		t.Errorf("fabric_rdma_port_info of the returned device missing: %s", got)
+	}
+}
+
+// portInfoDevices returns the device labels of fabric_rdma_port_info.
+func portInfoDevices(t *testing.T, c Collector) string {
+	t.Helper()
+	var devs []string
+	for _, s := range scrapeSamples(t, c, "fabric_rdma_port_info") {
+		devs = append(devs, s["device"])
+	}
+	return strings.Join(devs, ",")
 }
 
 // FuzzParseRail: any --rail value either parses into a valid rail or is

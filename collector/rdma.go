@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -84,7 +85,10 @@ type ibPort struct {
 	numInt    int
 	dir       string
 	counters  []counterFile
-	up, rate  *Series
+	// listErr is set while a counter directory could not be listed; the
+	// port's counters are then listed again on every scrape.
+	listErr  error
+	up, rate *Series
 	// attribute paths read on every scrape
 	statePath, physPath, ratePath string
 }
@@ -146,23 +150,32 @@ func (c *rdmaCollector) Update(ctx context.Context, b *Batch) error {
 	names, err := listDir(c.dir(), false)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%w: %s does not exist", ErrNoData, c.dir())
+			return checkSysfs(c.opts.SysfsPath, c.dir()+" does not exist (no RDMA device)")
 		}
 		return fmt.Errorf("listing RDMA devices: %w", err)
 	}
 	seen := make(map[string]bool, len(names))
 	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return err // the scrape's deadline passed
+		}
 		if c.filter.Ignored(name) {
 			continue
 		}
 		seen[name] = true
-		dev, err := c.devices.get(name, func(dir string) (*ibDevice, error) { return c.scanDevice(name, dir) })
+		justScanned := false
+		dev, err := c.devices.get(name, func(dir string) (*ibDevice, error) { justScanned = true; return c.scanDevice(name, dir) })
 		if err != nil {
 			c.env.ReadErrors.Inc()
 			c.env.Once.Debug("scan:"+name, "msg", "skipping RDMA device", "device", name, "err", err)
 			continue
 		}
 		c.env.Once.Clear("scan:" + name)
+		for _, p := range dev.ports {
+			if p.listErr != nil && !justScanned {
+				c.relist(dev, p)
+			}
+		}
 		if !c.collectDevice(dev, rails, b) {
 			// The device went away mid-read; rebuild it next scrape.
 			c.devices.drop(name)
@@ -183,6 +196,7 @@ func (c *rdmaCollector) scanDevice(name, dir string) (*ibDevice, error) {
 		}
 		return s
 	}
+	pciAddr, _ := pciFunction(filepath.Join(dir, "device"))
 	numa := ""
 	if b, err := c.reader.read(filepath.Join(dir, "device", "numa_node"), c.buf[:]); err == nil {
 		if v, err := parseSysfsInt(b); err == nil && v >= 0 {
@@ -190,7 +204,7 @@ func (c *rdmaCollector) scanDevice(name, dir string) (*ibDevice, error) {
 		}
 	}
 	d.info = c.deviceInfo.With(name, str("board_id"), str("fw_ver"), str("hca_type"), str("node_guid"),
-		readLinkBase(filepath.Join(dir, "device")), numa)
+		pciAddr, numa)
 	// Static attributes are read once per registration; drop their fds.
 	c.reader.forgetPrefix(dir)
 
@@ -209,14 +223,28 @@ func (c *rdmaCollector) scanDevice(name, dir string) (*ibDevice, error) {
 			statePath: filepath.Join(pd, "state"), physPath: filepath.Join(pd, "phys_state"), ratePath: filepath.Join(pd, "rate")}
 		port.linkLayer, _ = c.reader.readString(filepath.Join(pd, "link_layer"))
 		c.reader.forget(filepath.Join(pd, "link_layer"))
-		port.counters = c.scanCounters(pd, name, p)
+		port.counters, port.listErr = c.scanCounters(pd, name, p)
+		if port.listErr != nil {
+			c.listFailed(name, port)
+		}
 		d.ports = append(d.ports, port)
 	}
 	return d, nil
 }
 
-// scanCounters lists the counter files of a port once per registration.
-func (c *rdmaCollector) scanCounters(portDir, dev, port string) []counterFile {
+// scanCounters lists the counter files of a port once per registration. A
+// directory that does not exist is not an error (mlx4 has no hw_counters,
+// new kernels no counters_ext); any other listing error is returned with
+// the counters that could be listed.
+func (c *rdmaCollector) scanCounters(portDir, dev, port string) ([]counterFile, error) {
+	var listErr error
+	list := func(sub string) []string {
+		names, err := listDir(filepath.Join(portDir, sub), true)
+		if err != nil && !errors.Is(err, os.ErrNotExist) && listErr == nil {
+			listErr = err
+		}
+		return names
+	}
 	byMetric := map[string]counterFile{}
 	var order []string
 	add := func(key string, ctr counterFile) {
@@ -225,7 +253,7 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port string) []counterFile {
 		}
 		byMetric[key] = ctr
 	}
-	files, _ := listDir(filepath.Join(portDir, "counters"), true)
+	files := list("counters")
 	for _, f := range files {
 		pc, ok := portCounters[f]
 		if !ok {
@@ -241,7 +269,7 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port string) []counterFile {
 		}
 		add(fam.name, counterFile{path: filepath.Join(portDir, "counters", f), series: fam.With(dev, port), scale: pc.scale})
 	}
-	ext, _ := listDir(filepath.Join(portDir, "counters_ext"), true)
+	ext := list("counters_ext")
 	for _, f := range ext {
 		base, ok := legacyCounters[f]
 		if !ok {
@@ -254,7 +282,7 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port string) []counterFile {
 		}
 		add(fam.name, counterFile{path: filepath.Join(portDir, "counters_ext", f), series: fam.With(dev, port), scale: pc.scale})
 	}
-	hw, _ := listDir(filepath.Join(portDir, "hw_counters"), true)
+	hw := list("hw_counters")
 	for _, f := range hw {
 		path := filepath.Join(portDir, "hw_counters", f)
 		if f == "lifespan" {
@@ -275,7 +303,32 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port string) []counterFile {
 	for _, k := range order {
 		out = append(out, byMetric[k])
 	}
-	return out
+	return out, listErr
+}
+
+func (c *rdmaCollector) listFailed(dev string, p *ibPort) {
+	c.env.ReadErrors.Inc()
+	c.env.Once.Warn("list:"+p.dir, "msg", "cannot list RDMA port counters; retrying every scrape", "device", dev, "port", p.num, "err", p.listErr)
+}
+
+// relist lists the counters of a port whose listing failed before. Each
+// failure counts as a read error; the first is logged at warn, and the
+// recovery at info.
+func (c *rdmaCollector) relist(d *ibDevice, p *ibPort) {
+	key := "list:" + p.dir
+	if p.listErr == nil {
+		return
+	}
+	ctrs, err := c.scanCounters(p.dir, d.name, p.num)
+	if err != nil {
+		p.listErr = err
+		c.listFailed(d.name, p)
+		return
+	}
+	p.counters, p.listErr = ctrs, nil
+	if c.env.Once.Clear(key) {
+		level.Info(c.env.Logger).Log("msg", "RDMA port counters listed", "device", d.name, "port", p.num, "counters", len(ctrs))
+	}
 }
 
 // family returns a {device,port} family named from a kernel file name;

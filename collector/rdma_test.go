@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
@@ -307,5 +308,75 @@ func TestRDMASymlinksConfinedToSysfs(t *testing.T) {
 	}
 	if !strings.Contains(out, `fabric_rdma_hw_ok_counter_total{device="mlx5_9",port="1"} 7`) {
 		t.Errorf("the counter inside the tree is missing:\n%s", out)
+	}
+}
+
+// A counter directory that cannot be listed when a device is first seen
+// (hotplug, driver reload, permissions) is counted as a read error, logged
+// once at warn and listed again on every scrape; its series appear as soon
+// as the listing succeeds, without a restart.
+func TestRDMACounterListingRetried(t *testing.T) {
+	sys := copyTree(t, fixtureSys)
+	hw := filepath.Join(sys, "class", "infiniband", "mlx5_0", "ports", "1", "hw_counters")
+	if err := os.Rename(hw, hw+".saved"); err != nil {
+		t.Fatal(err)
+	}
+	// A file where the directory should be: listing fails with ENOTDIR,
+	// also when the test runs as root.
+	if err := os.WriteFile(hw, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The fixture has deliberately broken counter files: read errors per
+	// scrape of the intact tree.
+	clean, _ := testEnv()
+	cc, err := newRDMACollector(clean, fixtureOptions(t, fixtureSys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrapeSamples(t, cc, "fabric_rdma_port_up")
+	base := clean.ReadErrors.Value()
+
+	var logs bytes.Buffer
+	l := log.NewLogfmtLogger(&logs)
+	env := Env{Logger: l, ReadErrors: &Counter{}, Once: NewOnceLogger(l, 1024)}
+	c, err := newRDMACollector(env, fixtureOptions(t, sys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hwSeries := func() int {
+		n := 0
+		for _, s := range scrapeSamples(t, c, "fabric_rdma_hw_local_ack_timeout_err_total") {
+			if s["device"] == "mlx5_0" {
+				n++
+			}
+		}
+		return n
+	}
+	for scrape := 1; scrape <= 2; scrape++ {
+		if n := hwSeries(); n != 0 {
+			t.Fatalf("scrape %d: hw counter of mlx5_0 reported from a directory that cannot be listed", scrape)
+		}
+		if got, want := env.ReadErrors.Value(), float64(scrape)*(base+1); got != want {
+			t.Errorf("scrape %d: read errors = %v, want %v (one per failed listing and %v of the fixture)", scrape, got, want, base)
+		}
+	}
+	if n := strings.Count(logs.String(), "level=warn"); n != 1 || !strings.Contains(logs.String(), "cannot list RDMA port counters") {
+		t.Errorf("want one warn line about the listing, got:\n%s", logs.String())
+	}
+	// The directory comes back: the counters appear on the next scrape.
+	if err := os.Remove(hw); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(hw+".saved", hw); err != nil {
+		t.Fatal(err)
+	}
+	if n := hwSeries(); n != 1 {
+		t.Fatalf("after the directory came back: %d series of mlx5_0, want 1", n)
+	}
+	if got, want := env.ReadErrors.Value(), 2*(base+1)+base; got != want {
+		t.Errorf("read errors after recovery = %v, want %v", got, want)
+	}
+	if !strings.Contains(logs.String(), "RDMA port counters listed") {
+		t.Errorf("recovery not logged:\n%s", logs.String())
 	}
 }

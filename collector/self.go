@@ -2,9 +2,9 @@ package collector
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"runtime"
-	"runtime/metrics"
 	"sync"
 	"syscall"
 	"time"
@@ -14,23 +14,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// SelfMetrics writes the exporter's own process and Go runtime metrics and
-// its build info. It replaces client_golang's process and Go collectors,
-// which re-read /proc/stat and /proc/self/net/* on every scrape and cost
-// more CPU than all RDMA counters of a node (docs/benchmarks.md); the
-// names and meanings of the series kept here are the same.
+// SelfMetrics writes the exporter's own process and Go runtime metrics
+// (goMetrics) and its build info. It replaces client_golang's process collector, which re-reads
+// /proc/self/stat, limits and net/* and counts /proc/self/fd on every scrape
+// and costs more CPU than all RDMA counters of a node (docs/benchmarks.md);
+// it writes the same names, types and meanings (a test compares them with
+// collectors.NewProcessCollector).
 type SelfMetrics struct {
 	reader    *sysReader
 	procfs    string
 	start     float64
 	pageSize  float64
-	rm        []metrics.Sample
 	buildInfo *Series
-	mu        sync.Mutex // guards fds, fdsAt
+	mu        sync.Mutex // guards fds, fdsAt, net, netAt, netBuf
 	fds       float64
 	fdsAt     time.Time
+	netRx     float64
+	netTx     float64
+	netAt     time.Time
+	netOK     bool
+	netBuf    []byte
 
-	cpu, rss, vsz, startTime, openFDs, maxFDs, goroutines, heap, goSys, gcCycles, threads *Series
+	cpu, rss, vsz, vszMax, startTime, openFDs, maxFDs, rx, tx *Series
+	goMetrics                                                 *goMetrics
+	// Handler, when set, adds the metrics handler's promhttp_* series.
+	Handler *HandlerMetrics
 }
 
 // NewSelfMetrics returns the self-metrics writer; procfs is the proc mount
@@ -40,27 +48,21 @@ func NewSelfMetrics(procfs string) *SelfMetrics {
 	c := prometheus.CounterValue
 	one := func(name, help string, typ prometheus.ValueType) *Series { return NewFamily(name, help, typ).With() }
 	s := &SelfMetrics{
-		reader:   newSysReader(),
-		procfs:   procfs,
-		start:    float64(time.Now().UnixNano()) / 1e9,
-		pageSize: float64(os.Getpagesize()),
-		rm: []metrics.Sample{
-			{Name: "/sched/goroutines:goroutines"},
-			{Name: "/memory/classes/heap/objects:bytes"},
-			{Name: "/memory/classes/total:bytes"},
-			{Name: "/gc/cycles/total:gc-cycles"},
-		},
-		cpu:        one("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", c),
-		rss:        one("process_resident_memory_bytes", "Resident memory size in bytes.", g),
-		vsz:        one("process_virtual_memory_bytes", "Virtual memory size in bytes.", g),
-		startTime:  one("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", g),
-		openFDs:    one("process_open_fds", "Number of open file descriptors (the exporter keeps sysfs counter files open).", g),
-		maxFDs:     one("process_max_fds", "Maximum number of open file descriptors.", g),
-		goroutines: one("go_goroutines", "Number of goroutines that currently exist.", g),
-		heap:       one("go_memstats_heap_alloc_bytes", "Number of heap bytes allocated and currently in use.", g),
-		goSys:      one("go_memstats_sys_bytes", "Number of bytes obtained from system.", g),
-		gcCycles:   one("go_gc_cycles_total", "Completed GC cycles.", c),
-		threads:    one("go_threads", "Number of OS threads created.", g),
+		reader:    newSysReader(),
+		procfs:    procfs,
+		start:     float64(time.Now().UnixNano()) / 1e9,
+		pageSize:  float64(os.Getpagesize()),
+		netBuf:    make([]byte, 64<<10),
+		goMetrics: newGoMetrics(),
+		cpu:       one("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", c),
+		rss:       one("process_resident_memory_bytes", "Resident memory size in bytes.", g),
+		vsz:       one("process_virtual_memory_bytes", "Virtual memory size in bytes.", g),
+		vszMax:    one("process_virtual_memory_max_bytes", "Maximum amount of virtual memory available in bytes.", g),
+		startTime: one("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", g),
+		openFDs:   one("process_open_fds", "Number of open file descriptors (recounted at most every 15 s; the exporter keeps sysfs counter files open).", g),
+		maxFDs:    one("process_max_fds", "Maximum number of open file descriptors.", g),
+		rx:        one("process_network_receive_bytes_total", "Number of bytes received by the process over the network (all interfaces of its network namespace, /proc/self/net/dev; re-read at most every 15 s).", c),
+		tx:        one("process_network_transmit_bytes_total", "Number of bytes sent by the process over the network (all interfaces of its network namespace, /proc/self/net/dev; re-read at most every 15 s).", c),
 	}
 	bi := NewFamily("fabric_exporter_build_info",
 		"A metric with a constant '1' value labeled by version, revision, branch, goversion from which fabric_exporter was built, and the goos and goarch for the build.",
@@ -110,15 +112,82 @@ func (s *SelfMetrics) Add(b *Batch) {
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
 		b.Add(s.maxFDs, float64(rl.Cur))
 	}
-	metrics.Read(s.rm)
-	for i, dst := range []*Series{s.goroutines, s.heap, s.goSys, s.gcCycles} {
-		if v := s.rm[i].Value; v.Kind() == metrics.KindUint64 {
-			b.Add(dst, float64(v.Uint64()))
+	if unix.Getrlimit(unix.RLIMIT_AS, &rl) == nil {
+		b.Add(s.vszMax, float64(rl.Cur))
+	}
+	// /proc/self/net/dev lists every interface of the namespace (all of the
+	// host's with host networking): re-read at most every fdCountInterval.
+	if now := time.Now(); now.Sub(s.netAt) >= fdCountInterval {
+		s.netAt = now
+		if rx, tx, err := s.readNetDev(); err == nil {
+			s.netRx, s.netTx, s.netOK = rx, tx, true
 		}
 	}
-	n, _ := runtime.ThreadCreateProfile(nil)
-	b.Add(s.threads, float64(n))
+	if s.netOK {
+		b.Add(s.rx, s.netRx)
+		b.Add(s.tx, s.netTx)
+	}
+	s.goMetrics.add(b)
+	if s.Handler != nil {
+		s.Handler.add(b)
+	}
 }
+
+// readNetDev sums the received and transmitted bytes of every interface in
+// /proc/self/net/dev.
+func (s *SelfMetrics) readNetDev() (rx, tx float64, err error) {
+	f, err := openFD(s.procfs + "/self/net/dev")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	n := 0
+	for n < len(s.netBuf) {
+		m, err := f.(fdFile).Read(s.netBuf[n:])
+		if err != nil {
+			return 0, 0, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	if n == len(s.netBuf) {
+		return 0, 0, errBadNetDev // longer than the buffer: not summed
+	}
+	return parseNetDev(s.netBuf[:n])
+}
+
+// parseNetDev sums the bytes columns of /proc/net/dev: after "iface:",
+// received bytes are the 1st field and transmitted bytes the 9th.
+func parseNetDev(b []byte) (rx, tx float64, err error) {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon < 0 {
+			continue // header lines
+		}
+		f := bytes.Fields(line[colon+1:])
+		if len(f) < 16 {
+			return 0, 0, errBadNetDev
+		}
+		r, err1 := parseSysfsUint(f[0])
+		t, err2 := parseSysfsUint(f[8])
+		if err1 != nil || err2 != nil {
+			return 0, 0, errBadNetDev
+		}
+		rx += float64(r)
+		tx += float64(t)
+	}
+	return rx, tx, nil
+}
+
+var errBadNetDev = errors.New("malformed /proc/self/net/dev")
 
 // countDir counts the entries of a directory with raw getdents calls.
 func countDir(dir string) (int, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,16 +100,34 @@ func newSysReaderIn(root string) *sysReader {
 
 type confined struct {
 	root   string
-	once   sync.Once
-	rootFD int
-	err    error
+	mu     sync.Mutex
+	rootFD int // 0 until the root could be opened
 }
 
 // close releases the root directory's descriptor.
 func (c *confined) close() {
-	if c.err == nil && c.rootFD > 0 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rootFD > 0 {
 		unix.Close(c.rootFD)
+		c.rootFD = 0
 	}
+}
+
+// dir returns the root's descriptor, opening it until that succeeds (a
+// --path.sysfs mounted after startup is picked up).
+func (c *confined) dir() (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rootFD > 0 {
+		return c.rootFD, nil
+	}
+	fd, err := unix.Open(c.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	c.rootFD = fd
+	return fd, nil
 }
 
 func (c *confined) open(path string) (attrFile, error) {
@@ -116,15 +135,13 @@ func (c *confined) open(path string) (attrFile, error) {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
 		return nil, &os.PathError{Op: "open", Path: path, Err: syscall.EXDEV}
 	}
-	c.once.Do(func() {
-		c.rootFD, c.err = unix.Open(c.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	})
-	if c.err != nil {
+	rootFD, err := c.dir()
+	if err != nil {
 		return openFD(path)
 	}
 	how := &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
 	for {
-		fd, err := unix.Openat2(c.rootFD, rel, how)
+		fd, err := unix.Openat2(rootFD, rel, how)
 		switch err {
 		case nil:
 			return fdFile(fd), nil
@@ -321,6 +338,30 @@ func readLinkBase(path string) string {
 		return ""
 	}
 	return filepath.Base(t)
+}
+
+// pciAddressRE matches a PCI function's directory name (domain:bus:dev.fn).
+var pciAddressRE = regexp.MustCompile(`^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+
+// pciFunction resolves a device link (class/net/X/device,
+// class/infiniband/X/device) to the PCI function it sits on: the device
+// itself, or its nearest PCI ancestor for a device on another bus (virtio,
+// auxiliary). It returns the address (0000:00:03.0) and the function's
+// directory, or "" when the device is not on PCI.
+func pciFunction(link string) (addr, dir string) {
+	p, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		return "", ""
+	}
+	for d := p; d != "/" && d != "." && d != ""; d = filepath.Dir(d) {
+		if base := filepath.Base(d); pciAddressRE.MatchString(base) {
+			return base, d
+		}
+		if filepath.Base(d) == "devices" {
+			break
+		}
+	}
+	return "", ""
 }
 
 // listDir returns the names of entries of dir; with regular set, only

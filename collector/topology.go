@@ -126,14 +126,14 @@ func (c *topologyCollector) Update(ctx context.Context, b *Batch) error {
 		}
 	}
 	if found == 0 {
-		return fmt.Errorf("%w: none of %s exists", ErrNoData, strings.Join(c.dirs[:], ", "))
+		return checkSysfs(c.sysfs, "none of "+strings.Join(c.dirs[:], ", ")+" exists")
 	}
 	if !c.built || sig != c.sig {
 		c.rebuild()
 		c.sig, c.built = sig, true
 	}
 	if len(c.series) == 0 {
-		return fmt.Errorf("%w: no GPU, RDMA device or PCI network interface in %s", ErrNoData, c.sysfs)
+		return noHardware("no GPU, RDMA device or PCI network interface in %s", c.sysfs)
 	}
 	for _, s := range c.series {
 		b.Add(s, 1)

@@ -31,7 +31,7 @@ func benchServer(b *testing.B, hcas int, names ...string) http.Handler {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return newMux(exp, opts, "/metrics", 0, true, slog.New(slog.DiscardHandler))
+	return newMux(exp, opts, "/metrics", 0, true, slog.New(slog.DiscardHandler), false)
 }
 
 // BenchmarkScrapeHTTP is one full scrape over loopback HTTP (client
@@ -77,5 +77,24 @@ func BenchmarkScrapeHandler(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkSelfMetrics is a scrape of the exporter's own metrics only (no
+// collector): the cost of go_*, process_*, promhttp_* and the build info.
+func BenchmarkSelfMetrics(b *testing.B) {
+	exp, err := collector.NewExporter(nil, &collector.Options{}, log.NewNopLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := newMux(exp, &collector.Options{}, "/metrics", 0, true, slog.New(slog.DiscardHandler), false)
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != 200 {
+			b.Fatal(w.Code)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
@@ -251,13 +253,24 @@ func lineDiff(want, got string) string {
 	return b.String()
 }
 
-// On a host without RDMA (an empty sysfs, and this machine's own /sys) the
-// exporter starts, serves, and reports the rdma collector as having no data.
+// On a host without RDMA (this machine's own /sys) the exporter starts,
+// serves, and reports rdma and pfc as no_hardware (success 1); an empty
+// directory as --path.sysfs is a wrong mount: source_missing, success 0.
 func TestNoRDMAHost(t *testing.T) {
-	for _, sys := range []string{t.TempDir(), "/sys"} {
+	if _, err := os.Stat("/sys/class/infiniband"); err == nil {
+		t.Skip("this host has RDMA devices")
+	}
+	empty := t.TempDir()
+	for sys, wants := range map[string][]string{
+		"/sys": {`fabric_scrape_collector_success{collector="rdma"} 1`, `fabric_scrape_collector_success{collector="pfc"} 1`,
+			`fabric_collector_state_info{collector="rdma",reason="/sys/class/infiniband does not exist (no RDMA device)",state="no_hardware"} 1`,
+			`fabric_collector_state_info{collector="pfc",reason="no rail netdev (no Ethernet RDMA port with a netdev, and no --rail)",state="no_hardware"} 1`},
+		empty: {`fabric_scrape_collector_success{collector="rdma"} 0`, `fabric_scrape_collector_success{collector="pfc"} 0`,
+			`fabric_collector_state_info{collector="rdma",reason="--path.sysfs ` + empty + ` is not a sysfs (no class/ in it): mount the host's /sys there`},
+	} {
 		addr, logs := startExporter(t, "--path.sysfs="+sys)
 		raw := get(t, "http://"+addr+"/metrics")
-		for _, want := range []string{`fabric_scrape_collector_success{collector="rdma"} 0`, `fabric_scrape_collector_success{collector="pfc"} 0`} {
+		for _, want := range wants {
 			if !strings.Contains(raw, want) {
 				t.Errorf("sysfs %s: scrape lacks %q", sys, want)
 			}
@@ -273,12 +286,106 @@ func TestNoRDMAHost(t *testing.T) {
 }
 
 func TestLandingPage(t *testing.T) {
-	addr, _ := startExporter(t, "--path.sysfs="+fixtureSys, "--rail=rail0=mlx5_0:1", "--rail=rail1=mlx5_3")
+	addr, _ := startExporter(t, "--path.sysfs="+fixtureSys, "--rail=rail0=mlx5_0:1", "--rail=rail1=mlx5_3",
+		"--collector.pfc.ethtool-fixtures="+fixtureEth, "--path.procfs=/nonexistent/proc")
 	page := get(t, "http://"+addr+"/")
-	for _, want := range []string{"rdma", "netdev", "pfc", "<td>rail0</td><td>mlx5_0:1</td><td>eth0</td>", "<td>rail1</td><td>mlx5_3:1</td><td>eth3</td>", `href="/metrics"`} {
+	for _, want := range []string{"<tr><td>rdma</td><td>ok</td><td></td></tr>", "<tr><td>pfc</td><td>ok</td><td></td></tr>",
+		"<tr><td>nccl</td><td>not_configured</td><td>no --collector.nccl.log-path</td></tr>",
+		"<tr><td>process</td><td>source_missing</td><td>--path.procfs /nonexistent/proc does not exist: mount the host&#39;s /proc there",
+		"<td>rail0</td><td>mlx5_0:1</td><td>eth0</td>", "<td>rail1</td><td>mlx5_3:1</td><td>eth3</td>", `href="/metrics"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("landing page lacks %q", want)
 		}
+	}
+	// Profiling is off by default: no link, and no handler.
+	if strings.Contains(page, `href="/debug/pprof`) {
+		t.Error("landing page links profiles that are not served")
+	}
+	if resp, err := http.Get("http://" + addr + "/debug/pprof/"); err != nil || resp.StatusCode != 404 {
+		t.Errorf("/debug/pprof/ without --web.enable-pprof: %v %v", resp.Status, err)
+	} else {
+		resp.Body.Close()
+	}
+	// --web.enable-pprof serves every profile the landing page links.
+	addr, _ = startExporter(t, "--path.sysfs="+fixtureSys, "--web.enable-pprof")
+	page = get(t, "http://"+addr+"/")
+	links := regexp.MustCompile(`href="(/debug/pprof[^"]*)"`).FindAllStringSubmatch(page, -1)
+	if len(links) == 0 {
+		t.Fatal("--web.enable-pprof: no profiling link on the landing page")
+	}
+	for _, l := range links {
+		// The CPU profile link asks for 60 s; 1 s shows it is served.
+		get(t, "http://"+addr+strings.Replace(html.UnescapeString(l[1]), "seconds=60", "seconds=1", 1))
+	}
+}
+
+// A wrong --path.sysfs / --path.procfs (Docker without -v /sys:/host/sys):
+// one warn line per collector at startup with the path and the fix, every
+// line with one timestamp, and recovery without a restart once the host's
+// trees are there.
+func TestWrongPathsLoudAndRecover(t *testing.T) {
+	host := t.TempDir()
+	sys, proc := filepath.Join(host, "sys"), filepath.Join(host, "proc")
+	addr, logs := startExporter(t, "--path.sysfs="+sys, "--path.procfs="+proc, "--path.rootfs="+filepath.Join(host, "root"),
+		"--collector.pfc.ethtool-fixtures="+fixtureEth, "--no-collector.gpu")
+	for _, c := range []string{"netdev", "numa", "pfc", "rdma", "topology"} {
+		if n := countLines(logs.String(), "level=warn", "collector="+c+" ", "state=source_missing", "path="+sys, `fix="mount the host's /sys there (docker run -v /sys:/host/sys:ro`); n != 1 {
+			t.Errorf("%s: %d warn lines with path and fix at startup, want 1:\n%s", c, n, logs)
+		}
+	}
+	if n := countLines(logs.String(), "level=warn", "collector=process ", "state=source_missing", "path="+proc, "-v /proc:/host/proc:ro"); n != 1 {
+		t.Errorf("process: %d warn lines, want 1", n)
+	}
+	if n := countLines(logs.String(), "level=warn", "--path.rootfs does not exist"); n != 1 {
+		t.Errorf("rootfs: %d warn lines, want 1", n)
+	}
+	raw := get(t, "http://"+addr+"/metrics")
+	if !strings.Contains(raw, `fabric_scrape_collector_success{collector="rdma"} 0`) || !strings.Contains(raw, `fabric_collector_state_info{collector="rdma",reason="--path.sysfs `+sys+` does not exist`) {
+		t.Errorf("wrong --path.sysfs not in the scrape:\n%s", grep(raw, "collector"))
+	}
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Count(l, "ts=") != 1 || strings.Contains(l, " time=") {
+			t.Errorf("log line without exactly one timestamp: %s", l)
+		}
+	}
+	if !strings.Contains(logs.String(), "Listening on") {
+		t.Errorf("no exporter-toolkit line to check:\n%s", logs)
+	}
+	// The mounts appear: every collector is ok again, logged at info.
+	copyDir(t, fixtureSys, sys)
+	copyDir(t, fixtureProc, proc)
+	raw = get(t, "http://"+addr+"/metrics")
+	for _, c := range []string{"netdev", "numa", "pfc", "process", "rdma", "topology"} {
+		if !strings.Contains(raw, `fabric_collector_state_info{collector="`+c+`",reason="",state="ok"} 1`) {
+			t.Errorf("%s did not recover:\n%s", c, grep(raw, "collector_state"))
+		}
+	}
+	if !strings.Contains(raw, "fabric_rdma_port_up{") {
+		t.Error("no RDMA series after recovery")
+	}
+	if n := countLines(logs.String(), "level=info", "state=ok", "previous=source_missing"); n != 6 {
+		t.Errorf("%d recoveries logged, want 6:\n%s", n, logs)
+	}
+}
+
+func countLines(s string, subs ...string) int {
+	n := 0
+	for _, l := range strings.Split(s, "\n") {
+		ok := l != ""
+		for _, sub := range subs {
+			ok = ok && strings.Contains(l, sub)
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := fixturetree.Copy(src, dst); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -289,6 +396,7 @@ func TestBadFlags(t *testing.T) {
 	}{
 		{[]string{"--path.sysfs=" + fixtureSys, "--rail=rail0=mlx5_9"}, `RDMA device \"mlx5_9\" not found`},
 		{[]string{"--path.sysfs=" + fixtureSys, "--rail=oops"}, `want NAME=DEVICE[:PORT]`},
+		{[]string{"--path.sysfs=" + fixtureSys, "--rail=a=mlx5_0", "--rail=b=mlx5_0"}, `rails \"a\" and \"b\" name the same RDMA port mlx5_0:1`},
 		{[]string{"--collector.rdma.device-include=(", "--path.sysfs=" + fixtureSys}, `device-include`},
 		{[]string{"--no-such-flag"}, "unknown long flag"},
 		{[]string{"--path.sysfs=" + fixtureSys, "--collector.process.cmdline=("}, "collector.process.cmdline"},

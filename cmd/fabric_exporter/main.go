@@ -3,10 +3,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"html"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"runtime"
 	"strings"
@@ -42,7 +44,8 @@ func run(args []string) int {
 		metricsPath   = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		noExpMetrics  = app.Flag("web.disable-exporter-metrics", "Exclude metrics about the exporter itself (go_*, process_*, fabric_exporter_build_info).").Bool()
 		maxRequests   = app.Flag("web.max-requests", "Maximum number of parallel scrape requests; more get HTTP 503. 0 disables the limit.").Default("40").Int()
-		scrapeTimeout = app.Flag("web.scrape-timeout", "Upper bound for one scrape's collectors.").Default("30s").Duration()
+		scrapeTimeout = app.Flag("web.scrape-timeout", "Upper bound for one scrape's collectors: a collector still running then is reported failed (\"deadline exceeded\") and the scrape returns what the others produced. 0 = no bound.").Default("30s").Duration()
+		enablePprof   = app.Flag("web.enable-pprof", "Serve Go profiling (net/http/pprof) at /debug/pprof/.").Default("false").Bool()
 		maxProcs      = app.Flag("runtime.gomaxprocs", "The target number of CPUs Go will run on (GOMAXPROCS). A scrape is many tiny sysfs reads; one CPU avoids the scheduler's spinning and costs about a third less CPU per scrape (docs/benchmarks.md).").Envar("GOMAXPROCS").Default("1").Int()
 		logLevel      = app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").Enum("debug", "info", "warn", "error")
 		logFormat     = app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").Enum("logfmt", "json")
@@ -82,7 +85,9 @@ func run(args []string) int {
 	if *maxProcs > 0 {
 		runtime.GOMAXPROCS(*maxProcs)
 	}
-	slogger := slog.New(sloggokit.NewGoKitHandler(logger, nil))
+	// exporter-toolkit logs through slog; the go-kit logger stamps ts=, so
+	// the slog record's own time is dropped (one timestamp per line).
+	slogger := slog.New(noTimeHandler{sloggokit.NewGoKitHandler(logger, nil)})
 
 	var names []string
 	for _, s := range collector.Specs {
@@ -108,10 +113,20 @@ func run(args []string) int {
 
 	level.Info(logger).Log("msg", "starting fabric_exporter", "version", version.Info(), "build_context", version.BuildContext())
 	level.Info(logger).Log("msg", "enabled collectors", "collectors", strings.Join(exp.Names(), ","))
+	if fi, err := os.Stat(*rootfs); err != nil || !fi.IsDir() {
+		level.Warn(logger).Log("msg", "--path.rootfs does not exist (no collector reads it yet)", "path", *rootfs,
+			"fix", "mount the host's / there (docker run -v /:/host/root:ro --path.rootfs=/host/root) or correct --path.rootfs")
+	}
+	// One scrape now, so that every collector's state is known and logged
+	// at startup (and shown on the landing page).
+	exp.Probe()
 	if opts.Rails.Static() {
 		level.Info(logger).Log("msg", "rails from flags", "rails", strings.Join(*rails, ","))
 	}
-	mux := newMux(exp, opts, *metricsPath, *maxRequests, !*noExpMetrics, slogger)
+	mux := newMux(exp, opts, *metricsPath, *maxRequests, !*noExpMetrics, slogger, *enablePprof)
+	if *enablePprof {
+		level.Info(logger).Log("msg", "serving Go profiling at /debug/pprof/")
+	}
 	server := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -158,31 +173,100 @@ func newLogger(lvl, format string) log.Logger {
 
 // newMux serves the metrics of exp (plus, unless disabled, the exporter's
 // own build, Go and process metrics) and the landing page.
-func newMux(exp *collector.Exporter, opts *collector.Options, metricsPath string, maxRequests int, exporterMetrics bool, slogger *slog.Logger) *http.ServeMux {
+func newMux(exp *collector.Exporter, opts *collector.Options, metricsPath string, maxRequests int, exporterMetrics bool, slogger *slog.Logger, pprofOn bool) *http.ServeMux {
+	var handler http.Handler = newMetricsHandler(exp, nil, maxRequests, slogger)
 	if exporterMetrics {
-		exp.SetSelfMetrics(collector.NewSelfMetrics("/proc"))
+		// Process, Go and handler metrics under client_golang's names,
+		// written by the exporter: client_golang's collectors cost several
+		// times more per scrape (BenchmarkSelfMetrics).
+		self := collector.NewSelfMetrics("/proc")
+		self.Handler = collector.NewHandlerMetrics()
+		exp.SetSelfMetrics(self)
+		handler = instrument(self.Handler, handler)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(metricsPath, newMetricsHandler(exp, nil, maxRequests, slogger))
+	mux.Handle(metricsPath, handler)
+	if pprofOn {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	if metricsPath != "/" {
-		mux.Handle("/", landingPage(metricsPath, exp, opts))
+		mux.Handle("/", landingPage(metricsPath, exp, opts, pprofOn))
 	}
 	return mux
 }
 
-// landingPage lists the enabled collectors and the rails as resolved now.
-func landingPage(metricsPath string, exp *collector.Exporter, o *collector.Options) http.Handler {
+// instrument counts the scrapes of h in hm (promhttp_metric_handler_*).
+func instrument(hm *collector.HandlerMetrics, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hm.Begin()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		defer func() { hm.End(sw.code) }()
+		h.ServeHTTP(sw, r)
+	})
+}
+
+// statusWriter remembers the status code of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.code, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// noTimeHandler drops the time of slog records, which the go-kit logger
+// behind it stamps itself (ts=).
+type noTimeHandler struct{ slog.Handler }
+
+func (h noTimeHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Time = time.Time{}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h noTimeHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return noTimeHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h noTimeHandler) WithGroup(name string) slog.Handler {
+	return noTimeHandler{h.Handler.WithGroup(name)}
+}
+
+// landingPage lists the enabled collectors with their state and the rails
+// as resolved now; it links the profiles only when they are served.
+func landingPage(metricsPath string, exp *collector.Exporter, o *collector.Options, pprofOn bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
 		}
 		var b strings.Builder
-		b.WriteString("<h2>Collectors</h2><ul>")
-		for _, n := range exp.Names() {
-			fmt.Fprintf(&b, "<li>%s</li>", html.EscapeString(n))
+		b.WriteString("<h2>Collectors</h2><table><tr><th>collector</th><th>state</th><th>reason</th></tr>")
+		for _, st := range exp.States() {
+			state := string(st.State)
+			if state == "" {
+				state = "not scraped yet"
+			}
+			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td></tr>",
+				html.EscapeString(st.Name), html.EscapeString(state), html.EscapeString(st.Reason))
 		}
-		b.WriteString("</ul><h2>Rails</h2>")
+		b.WriteString("</table><h2>Rails</h2>")
 		rails := o.Rails.Current(r.Context())
 		if len(rails) == 0 {
 			b.WriteString("<p>No rail found: no Ethernet-link-layer RDMA port under " + html.EscapeString(o.SysfsPath) + "/class/infiniband and no --rail flag.</p>")
@@ -199,6 +283,7 @@ func landingPage(metricsPath string, exp *collector.Exporter, o *collector.Optio
 			Description: "RDMA/RoCE rails, PFC and NIC metrics for multi-node GPU inference",
 			Version:     version.Info(),
 			Links:       []web.LandingLinks{{Address: metricsPath, Text: "Metrics"}},
+			Profiling:   fmt.Sprint(pprofOn),
 			ExtraHTML:   b.String(),
 		})
 		if err != nil {
