@@ -42,6 +42,7 @@ type Config struct {
 	CrossNUMALocalRatio        float64 `yaml:"crossNUMALocalRatio"`
 	CrossNUMAMinBytes          float64 `yaml:"crossNUMAMinBytes"`
 	For                        struct {
+		NCCL   string `yaml:"nccl"`
 		Short  string `yaml:"short"`
 		Medium string `yaml:"medium"`
 		Long   string `yaml:"long"`
@@ -66,7 +67,7 @@ func ParseConfig(b []byte) (Config, error) {
 		return c, fmt.Errorf("alerts config: %w", err)
 	}
 	for name, v := range map[string]string{"exporterSelector": c.ExporterSelector, "sglangSelector": c.SGLangSelector,
-		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "clusterLabel": c.ClusterLabel, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
+		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "clusterLabel": c.ClusterLabel, "for.nccl": c.For.NCCL, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
 		if strings.TrimSpace(v) == "" {
 			return c, fmt.Errorf("alerts config: %s is empty", name)
 		}
