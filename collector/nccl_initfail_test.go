@@ -159,3 +159,45 @@ func TestIsNCCLInitFailure(t *testing.T) {
 		}
 	}
 }
+
+// Real NCCL 2.28.9 logs of the GPU fire drill (tools/gpudrill on the lent
+// H200, collector/fixtures/nccl-drill/README.md): two ranks on one GPU over
+// NET/Socket on lo, the same ranks with NCCL_NET=IB and NCCL_IB_HCA naming
+// no device, and with NCCL_NET=IB alone. The failed ranks print
+// "NET/IB : Using [RO]; OOB …" after "NET/IB : No device found." and a
+// timestamped WARN after an empty line.
+func TestNCCLDrillCapture(t *testing.T) {
+	const dir = "fixtures/nccl-drill"
+	const names = "fabric_nccl_init_failure_info fabric_nccl_net_info fabric_nccl_socket_interface_info fabric_nccl_net_device_info"
+	for _, tc := range []struct{ glob, want string }{
+		{"socket/*.log", `fabric_nccl_net_info{host="vm",net="Socket",pid="692"} 1
+fabric_nccl_net_info{host="vm",net="Socket",pid="693"} 1
+fabric_nccl_socket_interface_info{host="vm",interface="lo",pid="692"} 1
+fabric_nccl_socket_interface_info{host="vm",interface="lo",pid="693"} 1
+`},
+		{"ib/*.log", `fabric_nccl_init_failure_info{host="vm",pid="1288",reason="Failed to initialize any NET plugin"} 1
+fabric_nccl_init_failure_info{host="vm",pid="1289",reason="Failed to initialize any NET plugin"} 1
+`},
+		{"pure-ib/*.log", `fabric_nccl_init_failure_info{host="vm",pid="1386",reason="Failed to initialize any NET plugin"} 1
+fabric_nccl_init_failure_info{host="vm",pid="1387",reason="Failed to initialize any NET plugin"} 1
+`},
+	} {
+		c := newTestNCCL(t, NCCLOptions{LogPaths: []string{filepath.Join(dir, tc.glob)}})
+		c.poll()
+		if got := ncclSamples(t, c, strings.Fields(names)...); got != tc.want {
+			t.Errorf("%s: got\n%swant\n%s", tc.glob, got, tc.want)
+		}
+	}
+	// Every socket trial of the drill classifies the same way.
+	more, _ := filepath.Glob(filepath.Join(dir, "more/*/*.log"))
+	if len(more) != 8 {
+		t.Fatalf("%d logs under more/, want 8", len(more))
+	}
+	c := newTestNCCL(t, NCCLOptions{LogPaths: []string{filepath.Join(dir, "more/*/*.log")}})
+	c.poll()
+	for k, p := range c.summary() {
+		if p.Net != "Socket" || len(p.Ifaces) != 1 || p.Ifaces[0] != "lo" || p.Conns["NET/Socket"] == 0 {
+			t.Errorf("%s: %+v", k, p)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -332,7 +333,8 @@ func runTrial(cfg Config, sh shipped, res *Result, name, kind, inspector string)
 			res.InitPage = ttp
 		}
 		res.check(name+": "+alert+" paged", page.receiver == "pager" && page.labels["severity"] == "page",
-			"receiver %s, host %s, pid %s, %.1f s after the first NCCL line", page.receiver, page.labels["host"], page.labels["pid"], ttp.Seconds())
+			"receiver %s, host %s, pid %s; first NCCL line %s, page %s: %.1f s", page.receiver, page.labels["host"], page.labels["pid"],
+			t0.UTC().Format("15:04:05.0"), page.at.UTC().Format("15:04:05.0"), ttp.Seconds())
 	}
 	switch kind {
 	case "socket":
@@ -375,7 +377,19 @@ func runTrial(cfg Config, sh shipped, res *Result, name, kind, inspector string)
 		writeGPUFixture(cfg, dir, ranks)
 	}
 	writeNotifications(st.hook, filepath.Join(dir, "webhook.jsonl"))
+	saveScrape(cfg, filepath.Join(dir, "metrics.prom"))
 	return nil
+}
+
+// saveScrape keeps the exporter's last scrape of a trial.
+func saveScrape(cfg Config, path string) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", cfg.ExporterPort))
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	os.WriteFile(path, b, 0o644)
 }
 
 func checkSocket(cfg Config, res *Result, st *stack, name string, ranks []rank, pids string, page notification, paged bool) {
