@@ -67,10 +67,13 @@ func ParseConfig(b []byte) (Config, error) {
 		return c, fmt.Errorf("alerts config: %w", err)
 	}
 	for name, v := range map[string]string{"exporterSelector": c.ExporterSelector, "sglangSelector": c.SGLangSelector,
-		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "clusterLabel": c.ClusterLabel, "for.nccl": c.For.NCCL, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
+		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "clusterLabel": c.ClusterLabel, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
 		if strings.TrimSpace(v) == "" {
 			return c, fmt.Errorf("alerts config: %s is empty", name)
 		}
+	}
+	if strings.TrimSpace(c.For.NCCL) == "" {
+		return c, fmt.Errorf("alerts config: for.nccl is empty")
 	}
 	return c, nil
 }
