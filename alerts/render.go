@@ -43,6 +43,7 @@ type Config struct {
 	CrossNUMALocalRatio        float64 `yaml:"crossNUMALocalRatio"`
 	CrossNUMAMinBytes          float64 `yaml:"crossNUMAMinBytes"`
 	For                        struct {
+		NCCL   string `yaml:"nccl"`
 		Short  string `yaml:"short"`
 		Medium string `yaml:"medium"`
 		Long   string `yaml:"long"`
@@ -73,6 +74,9 @@ func ParseConfig(b []byte) (Config, error) {
 		if strings.TrimSpace(v) == "" {
 			return c, fmt.Errorf("alerts config: %s is empty", name)
 		}
+	}
+	if strings.TrimSpace(c.For.NCCL) == "" {
+		return c, fmt.Errorf("alerts config: for.nccl is empty")
 	}
 	return c, nil
 }
