@@ -1,6 +1,7 @@
 # fabric_exporter — `make test` is the test command CI runs (.ci/run).
 GO        ?= go
 BIN       ?= fabric_exporter
+ANALYZE_BIN ?= fabric_analyze
 PKG       := github.com/fabric-exporter/fabric_exporter
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -16,12 +17,18 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROMTOOL  ?= promtool
 DEMO_ADDR ?= :10470
 
-.PHONY: all build test vet fmt nogpu checkmetrics demo bench bench-nccl fuzz fixtures rules update-golden dashboards analyze-example clean
+.PHONY: all build build-analyze test vet fmt nogpu checkmetrics demo bench bench-nccl fuzz fixtures rules update-golden dashboards analyze-example clean
 
-all: test build
+all: test build build-analyze
 
+# The exporter. It links no plotting code: the benchmark analysis is its
+# own binary (build-analyze).
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/fabric_exporter
+
+# fabric_analyze, the benchmark sweep analysis (README "Benchmark analysis").
+build-analyze:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(ANALYZE_BIN) ./cmd/fabric_analyze
 
 # Everything CI checks: formatting, vet, unit + fault + golden end-to-end
 # tests (with the race detector), fuzz seed corpora, promtool on the golden file.
@@ -71,7 +78,7 @@ fixtures:
 dashboards:
 	$(GO) run ./dashboards/gen -out dashboards/json
 
-# The README's worked example of `fabric_exporter analyze` (docs/analyze/):
+# The README's worked example of `fabric_analyze` (docs/analyze/):
 # the analysis of the synthetic sweep served by a real Prometheus
 # (needs Debian's prometheus package).
 analyze-example:
@@ -96,4 +103,4 @@ fuzz:
 	$(GO) test ./alerts -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
 
 clean:
-	rm -f $(BIN)
+	rm -f $(BIN) $(ANALYZE_BIN)
