@@ -16,8 +16,15 @@ FUZZTIME  ?= 30s
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROMTOOL  ?= promtool
 DEMO_ADDR ?= :10470
+# govulncheck, pinned; `make vulncheck` installs it into build/tools.
+GOVULNCHECK_VERSION ?= v1.9.0
+# The vulnerability database: $GOVULNDB when set (a URL or a directory),
+# else the dated snapshot next to the clone (../shared/govulndb, see its
+# README), else govulncheck's default, the online vuln.go.dev.
+GOVULNDB  ?=
+SNAPSHOT_DB ?= ../shared/govulndb/govulndb.tar.gz
 
-.PHONY: all build build-analyze test vet fmt nogpu checkmetrics demo bench bench-nccl fuzz fixtures rules update-golden dashboards analyze-example clean
+.PHONY: all build build-analyze vulncheck test vet fmt nogpu checkmetrics demo bench bench-nccl fuzz fixtures rules update-golden dashboards analyze-example clean
 
 all: test build build-analyze
 
@@ -29,6 +36,21 @@ build:
 # fabric_analyze, the benchmark sweep analysis (README "Benchmark analysis").
 build-analyze:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(ANALYZE_BIN) ./cmd/fabric_analyze
+
+# govulncheck on every package (exporter, analysis, tools) and the Go
+# standard library it was built with; fails (exit 3) on any vulnerability
+# that the code calls. Database: see GOVULNDB above.
+vulncheck:
+	GOBIN=$(CURDIR)/build/tools $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+	@set -e; db="$(GOVULNDB)"; \
+	if [ -z "$$db" ] && [ -f "$(SNAPSHOT_DB)" ]; then \
+	  rm -rf build/govulndb && mkdir -p build/govulndb && tar -C build/govulndb -xzf "$(SNAPSHOT_DB)"; \
+	  db="$(CURDIR)/build/govulndb/govulndb"; \
+	  echo "vulncheck: database snapshot $(SNAPSHOT_DB) ($$(cat $$db/index/db.json))"; \
+	fi; \
+	case "$$db" in /*) db="file://$$db" ;; esac; \
+	echo "vulncheck: database $${db:-https://vuln.go.dev (online)}"; \
+	build/tools/govulncheck $${db:+-db "$$db"} ./...
 
 # Everything CI checks: formatting, vet, unit + fault + golden end-to-end
 # tests (with the race detector), fuzz seed corpora, promtool on the golden file.
