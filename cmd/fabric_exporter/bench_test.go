@@ -62,20 +62,24 @@ func BenchmarkScrapeHTTP(b *testing.B) {
 	}
 }
 
-// BenchmarkScrapeHandler is the server side of a scrape only.
+// BenchmarkScrapeHandler is the server side of a scrape only, uncompressed
+// and gzipped as Prometheus asks.
 func BenchmarkScrapeHandler(b *testing.B) {
 	for _, hcas := range []int{2, 8} {
-		b.Run(fmt.Sprintf("hcas=%d", hcas), func(b *testing.B) {
-			h := benchServer(b, hcas, "rdma")
-			req := httptest.NewRequest("GET", "/metrics", nil)
-			b.ReportAllocs()
-			for b.Loop() {
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, req)
-				if w.Code != 200 {
-					b.Fatal(w.Code)
+		for _, enc := range []string{"identity", "gzip"} {
+			b.Run(fmt.Sprintf("hcas=%d/%s", hcas, enc), func(b *testing.B) {
+				h := benchServer(b, hcas, "rdma")
+				req := httptest.NewRequest("GET", "/metrics", nil)
+				req.Header.Set("Accept-Encoding", enc)
+				b.ReportAllocs()
+				for b.Loop() {
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, req)
+					if w.Code != 200 || (enc == "gzip") != (w.Header().Get("Content-Encoding") == "gzip") {
+						b.Fatal(w.Code, w.Header())
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
