@@ -11,6 +11,10 @@ LDFLAGS   := -X github.com/prometheus/common/version.Version=$(VERSION) \
              -X github.com/prometheus/common/version.Branch=$(BRANCH) \
              -X github.com/prometheus/common/version.BuildUser=$(shell whoami)@$(shell hostname) \
              -X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
+# -w: no DWARF debug information in the binaries (21.3 -> 16.7 MB for the
+# exporter). Stack traces, pprof and `go version -m` do not need it; a
+# debugger does: `make build STRIP=`.
+STRIP     ?= -w
 FUZZTIME  ?= 30s
 # go-nvml's header marks many NVML calls deprecated; silence gcc about it.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
@@ -31,11 +35,11 @@ all: test build build-analyze
 # The exporter. It links no plotting code: the benchmark analysis is its
 # own binary (build-analyze).
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/fabric_exporter
+	$(GO) build -ldflags '$(STRIP) $(LDFLAGS)' -o $(BIN) ./cmd/fabric_exporter
 
 # fabric_analyze, the benchmark sweep analysis (README "Benchmark analysis").
 build-analyze:
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(ANALYZE_BIN) ./cmd/fabric_analyze
+	$(GO) build -ldflags '$(STRIP) $(LDFLAGS)' -o $(ANALYZE_BIN) ./cmd/fabric_analyze
 
 # govulncheck on every package (exporter, analysis, tools) and the Go
 # standard library it was built with; fails (exit 3) on any vulnerability
