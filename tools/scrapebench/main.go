@@ -649,6 +649,14 @@ func startTarget(ctx context.Context, cfg *config, tmp, name, bin, encoding stri
 // measure runs one round of n scrapes; only the child's CPU time counts.
 func (t *target) measure(ctx context.Context, n int) error {
 	pid := t.c.cmd.Process.Pid
+	// One unmeasured scrape first: the keep-alive connection may have hit
+	// the server's idle timeout while the other children were measured.
+	// Only connections opened during the measured scrapes are counted.
+	conns := t.res.conns
+	if err := t.scrape(nil); err != nil {
+		return fmt.Errorf("%s: %w", t.res.name, err)
+	}
+	t.res.conns = conns
 	before, err := procCPU(pid)
 	if err != nil {
 		return err
