@@ -74,6 +74,7 @@ type config struct {
 	warmup       int
 	n            int
 	rounds       int
+	defaults     bool
 	out          string
 	startTimeout time.Duration
 }
@@ -102,6 +103,7 @@ func parseFlags() (*config, error) {
 	flag.StringVar(&cfg.baselineBin, "baseline", "", "a second fabric_exporter binary to measure in the same run (e.g. built from main); none by default")
 	flag.StringVar(&cfg.baselineName, "baseline-name", "before", "what the -baseline rows are called (fabric_exporter (NAME))")
 	encodings := flag.String("encodings", "identity,gzip", "comma-separated Accept-Encodings to measure: identity (uncompressed), gzip")
+	flag.BoolVar(&cfg.defaults, "fabric-defaults", false, "run fabric_exporter with all its default collectors instead of rdma alone (for its memory: the CPU is then not comparable with node_exporter's infiniband collector or the floor)")
 	flag.IntVar(&cfg.rounds, "rounds", 3, "measured rounds; each row is the median of its rounds")
 	flag.StringVar(&cfg.nodeBin, "node-exporter", "", "node_exporter binary (default $(go env GOPATH)/bin/node_exporter; skipped if missing)")
 	flag.IntVar(&cfg.warmup, "warmup", 200, "unmeasured scrapes (or raw-floor iterations) before the measured ones")
@@ -198,6 +200,10 @@ func run(ctx context.Context, cfg *config) (err error) {
 	fmt.Fprintf(w, "Exporter CPU = utime+stime of the child (USER_HZ %d, so one tick is %.1f µs per scrape at this -n); "+
 		"raw floor CPU = getrusage(RUSAGE_THREAD) of a locked thread.\n\n",
 		clockTicksPerSecond, 1e6/clockTicksPerSecond/float64(cfg.n))
+	if cfg.defaults {
+		fmt.Fprintln(w, "**fabric_exporter runs with all its default collectors** (-fabric-defaults): its CPU is not comparable with the other rows.")
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintln(w, "| binary | size |")
 	fmt.Fprintln(w, "|---|---:|")
 	for _, b := range []struct{ name, path string }{{"fabric_exporter", cfg.fabricBin}, {"fabric_exporter (" + cfg.baselineName + ")", cfg.baselineBin}, {"node_exporter", cfg.nodeBin}} {
@@ -297,6 +303,9 @@ func benchFixture(ctx context.Context, w io.Writer, cfg *config, tmp, sysfs, des
 	}
 
 	fabricArgs := func(addr string) []string {
+		if cfg.defaults {
+			return []string{"--path.sysfs=" + sysfs, "--web.listen-address=" + addr}
+		}
 		return []string{"--path.sysfs=" + sysfs, "--collector.disable-defaults", "--collector.rdma", "--web.listen-address=" + addr}
 	}
 	nodeArgs := func(addr string) []string {
