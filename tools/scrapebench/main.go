@@ -270,6 +270,8 @@ type result struct {
 	rss200   int64    // VmRSS after the warm-up, KiB
 	rssKiB   int64    // VmRSS after the last round
 	hwmKiB   int64    // VmHWM after the last round
+	fileKiB  int64    // RssFile after the last round (mapped file pages: the binary, libraries)
+	anonKiB  int64    // RssAnon after the last round (heap, stacks, runtime)
 	series   int      // non-comment lines of one scrape
 	body     int      // bytes of one scrape's body as sent (compressed with gzip)
 	plain    int      // bytes of one scrape's body uncompressed
@@ -362,10 +364,11 @@ func benchFixture(ctx context.Context, w io.Writer, cfg *config, tmp, sysfs, des
 	raw.cpu = median(raw.rounds)
 	for _, t := range targets {
 		t.res.cpu = median(t.res.rounds)
-		var err error
-		if t.res.rssKiB, t.res.hwmKiB, err = procMemory(t.c.cmd.Process.Pid); err != nil {
+		m, err := procStatus(t.c.cmd.Process.Pid)
+		if err != nil {
 			return err
 		}
+		t.res.rssKiB, t.res.hwmKiB, t.res.fileKiB, t.res.anonKiB = m["VmRSS"], m["VmHWM"], m["RssFile"], m["RssAnon"]
 		if len(t.res.failed) > 0 {
 			t.res.failLog = lastError(t.c.logTail())
 		}
@@ -755,30 +758,34 @@ func procCPU(pid int) (time.Duration, error) {
 
 // procMemory returns VmRSS and VmHWM of process pid in KiB.
 func procMemory(pid int) (rss, hwm int64, err error) {
+	m, err := procStatus(pid)
+	return m["VmRSS"], m["VmHWM"], err
+}
+
+// procStatus returns the "kB" fields of /proc/PID/status (VmRSS, VmHWM,
+// RssAnon, RssFile, …) in KiB.
+func procStatus(pid int) (map[string]int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
+	m := map[string]int64{}
 	for line := range strings.Lines(string(b)) {
 		key, val, ok := strings.Cut(line, ":")
-		if !ok || (key != "VmRSS" && key != "VmHWM") {
-			continue
-		}
 		f := strings.Fields(val) // "12345 kB"
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, 0, fmt.Errorf("/proc/%d/status: bad %s line %q", pid, key, line)
+		if !ok || len(f) != 2 || f[1] != "kB" {
+			continue
 		}
 		v, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil {
-			return 0, 0, err
+			return nil, fmt.Errorf("/proc/%d/status: bad %s line %q", pid, key, line)
 		}
-		if key == "VmRSS" {
-			rss = v
-		} else {
-			hwm = v
-		}
+		m[key] = v
 	}
-	return rss, hwm, nil
+	if _, ok := m["VmRSS"]; !ok {
+		return nil, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+	}
+	return m, nil
 }
 
 // ---------------------------------------------------------------------------
@@ -852,7 +859,8 @@ func printTable(w io.Writer, desc string, files int, cfg *config, raw *result, r
 		if r.encoding == "gzip" {
 			fmt.Fprintf(w, " (%d sent, %.1f %%)", r.body, 100*float64(r.body)/float64(r.plain))
 		}
-		fmt.Fprintf(w, ", %d of the %d series from the collector", r.own, r.series)
+		fmt.Fprintf(w, ", %d of the %d series from the collector; RSS at the end %.1f MiB file-backed + %.1f MiB anonymous",
+			r.own, r.series, float64(r.fileKiB)/1024, float64(r.anonKiB)/1024)
 		if r.note != "" {
 			fmt.Fprintf(w, "; %s", r.note)
 		}
