@@ -10,7 +10,9 @@
 #     fabric_exporter
 #
 # (add `--runtime nvidia` or `--gpus all` for the gpu collector; README,
-# "Install"). Both base images are build arguments so that a mirror or a
+# "Install"). The image carries the exporter only: the benchmark analysis,
+# fabric_analyze, runs wherever Prometheus is reachable (make build-analyze)
+# and keeps its plotting libraries out of this privileged image. Both base images are build arguments so that a mirror or a
 # locally built stand-in can replace them (deploy/docker/test-image.sh does).
 ARG GO_IMAGE=golang:1.26-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim
