@@ -124,10 +124,11 @@ func (h *metricsHandler) putBuf(buf *bytes.Buffer) {
 // is gzip, "*" stands for every coding not listed, and whitespace may
 // surround every separator. gzip is chosen when its weight is above 0 and
 // not below identity's (identity, when not listed, weighs what "*" does,
-// or less than any coding named). No field, or an empty one, means no coding. An element
-// that does not parse (a bad weight) is ignored. When neither is
-// acceptable ("gzip;q=0, identity;q=0") the answer is uncompressed, as the
-// RFC says a server should do when no coding it has is acceptable.
+// or less than any coding named). No field, or an empty one, means no
+// coding. An element that does not parse (a bad weight) is ignored. When
+// neither is acceptable ("gzip;q=0, identity;q=0") the answer is
+// uncompressed, as the RFC says a server should do when no coding it has
+// is acceptable.
 func negotiateGzip(fields []string) bool {
 	gzipQ, identityQ, anyQ := -1, -1, -1 // weights in thousandths; -1: not listed
 	for _, field := range fields {
