@@ -518,6 +518,7 @@ type queryStat struct {
 	Expr      string  `json:"expr"`
 	Seconds   float64 `json:"seconds"`
 	Series    int     `json:"series"`
+	Scope     string  `json:"scope"` // "all": every instance (dashboards.DefaultValues); "one": $instance = one node
 	Error     string  `json:"error,omitempty"`
 }
 
@@ -751,10 +752,27 @@ scrape_configs:
 	sort.Strings(r.AlertProblems)
 	r.AlertsOK = len(r.AlertProblems) == 0
 
-	// Dashboard queries: 5-minute range, 15 s step, one at a time.
+	// Dashboard queries: 5-minute range, 15 s step, one at a time; for
+	// every instance (the dashboards' default "All") and for one.
 	end := time.Now()
+	instant := map[int]bool{}
+	one := dashboards.DefaultValues()
+	one["instance"] = f.names[len(f.names)-1]
+	var todo []queryStat
 	for _, q := range dashboards.Queries() {
-		qs := queryStat{Dashboard: q.Dashboard, Panel: q.Panel, Expr: q.Expr}
+		todo = append(todo, queryStat{Dashboard: q.Dashboard, Panel: q.Panel, Expr: q.Expr, Scope: "all"})
+		e, err := dashboards.Expand(q.Template, one)
+		if err != nil {
+			return r, err
+		}
+		todo = append(todo, queryStat{Dashboard: q.Dashboard, Panel: q.Panel, Expr: e, Scope: "one"})
+		instant[len(todo)-1], instant[len(todo)-2] = q.Instant, q.Instant
+	}
+	for i, qs := range todo {
+		q := struct {
+			Expr    string
+			Instant bool
+		}{qs.Expr, instant[i]}
 		v := url.Values{"query": {q.Expr}}
 		path := "/api/v1/query_range"
 		if q.Instant {
@@ -922,16 +940,18 @@ func printResult(w io.Writer, r result) {
 		}
 		fmt.Fprintf(w, "| %.4f | %s | %s |\n", rl.MeanS, rl.Group, rl.Rule)
 	}
-	fmt.Fprintf(w, "\ndashboard queries: %d; slowest:\n\n| s | series | dashboard / panel |\n|---:|---:|---|\n", len(r.Queries))
-	for i, q := range r.Queries {
-		if i == 8 {
-			break
+	fmt.Fprintf(w, "\ndashboard queries: %d, each for all instances and for one; slowest:\n\n| s | series | instances | dashboard / panel |\n|---:|---:|---|---|\n", len(r.Queries)/2)
+	shown := map[string]int{}
+	for _, q := range r.Queries {
+		if shown[q.Scope] == 6 {
+			continue
 		}
+		shown[q.Scope]++
 		e := ""
 		if q.Error != "" {
 			e = " ERROR " + q.Error
 		}
-		fmt.Fprintf(w, "| %.3f | %d | %s / %s%s |\n", q.Seconds, q.Series, q.Dashboard, q.Panel, e)
+		fmt.Fprintf(w, "| %.3f | %d | %s | %s / %s%s |\n", q.Seconds, q.Series, q.Scope, q.Dashboard, q.Panel, e)
 	}
 	fmt.Fprintf(w, "\nfiring: %s\npending: %s\nalerts ok: %v\n", summarize(r.Firing), summarize(r.Pending), r.AlertsOK)
 	for _, p := range r.AlertProblems {
