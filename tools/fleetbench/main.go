@@ -64,6 +64,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/fabric-exporter/fabric_exporter/dashboards"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 )
@@ -81,9 +83,14 @@ func main() {
 		jsonOut   = flag.String("json", "", "also write the results as JSON to this file")
 		keep      = flag.Bool("keep", false, "keep the work directory")
 		railLabel = flag.Bool("rail-label", false, "what-if: add the rail label to every per-port and per-netdev series of the template (as the exporter could) and drop the rail joins from the rules (a copy of -rules)")
+		costRules = flag.String("cost", "", "comma-separated rules files: after the warm-up, stop scraping and rule evaluation and measure Prometheus's CPU time for every rule of each file, and for every dashboard query, at one instant (robust on a loaded machine, unlike wall times); skips the measured window")
 		dump      = flag.String("dump", "", "write the node template (the exporter's output) to this file and exit")
 	)
 	flag.Parse()
+	if *costRules != "" {
+		costFiles = strings.Split(*costRules, ",")
+		*measure = 0
+	}
 	log := func(f string, a ...any) { fmt.Fprintf(os.Stderr, time.Now().UTC().Format("15:04:05 ")+f+"\n", a...) }
 
 	work, err := os.MkdirTemp("", "fleetbench-")
@@ -105,6 +112,11 @@ func main() {
 		check(err)
 		*rules = filepath.Join(work, "rules-rail-label.yml")
 		check(os.WriteFile(*rules, dropRailJoins(b), 0o644))
+	}
+	for i, f := range costFiles {
+		if f == "-" {
+			costFiles[i] = *rules // the rules Prometheus runs (after -rail-label)
+		}
 	}
 	if *dump != "" {
 		check(os.WriteFile(*dump, text, 0o644))
@@ -542,6 +554,8 @@ type result struct {
 	AlertsOK       bool        `json:"alerts_ok"`
 	AlertProblems  []string    `json:"alert_problems,omitempty"`
 	Load           string      `json:"load"`
+	Costs          []fileCost  `json:"rule_cpu,omitempty"`
+	QueryCosts     []queryCost `json:"query_cpu,omitempty"`
 	Date           string      `json:"date"`
 	ScrapeFailures float64     `json:"scrape_failures"`
 }
@@ -645,7 +659,7 @@ scrape_configs:
 	ruleSum, ruleN := map[[2]string]float64{}, map[[2]string]int{}
 	var order []string
 	rss := m0["process_resident_memory_bytes"]
-	for time.Since(start) < measure {
+	for measure > 0 && time.Since(start) < measure {
 		time.Sleep(interval)
 		gs, err := p.groups()
 		if err != nil {
@@ -682,8 +696,9 @@ scrape_configs:
 	if err != nil {
 		return r, err
 	}
-	wall := time.Since(start).Seconds()
-	r.CPUCores = (m1["process_cpu_seconds_total"] - m0["process_cpu_seconds_total"]) / wall
+	if wall := time.Since(start).Seconds(); wall > 1 {
+		r.CPUCores = (m1["process_cpu_seconds_total"] - m0["process_cpu_seconds_total"]) / wall
+	}
 	r.RSSBytes = math.Max(rss, m1["process_resident_memory_bytes"])
 	r.HeadSeries = m1["prometheus_tsdb_head_series"]
 	r.Missed = m1["prometheus_rule_group_iterations_missed_total"]
@@ -751,6 +766,11 @@ scrape_configs:
 	}
 	sort.Strings(r.AlertProblems)
 	r.AlertsOK = len(r.AlertProblems) == 0
+
+	if len(costFiles) > 0 {
+		r.Costs, r.QueryCosts, err = measureCost(p, cmd.Process.Pid, filepath.Join(dir, "prometheus.yml"), n, log)
+		return r, err
+	}
 
 	// Dashboard queries: 5-minute range, 15 s step, one at a time; for
 	// every instance (the dashboards' default "All") and for one.
@@ -953,6 +973,28 @@ func printResult(w io.Writer, r result) {
 		}
 		fmt.Fprintf(w, "| %.3f | %d | %s | %s / %s%s |\n", q.Seconds, q.Series, q.Scope, q.Dashboard, q.Panel, e)
 	}
+	for _, c := range r.Costs {
+		fmt.Fprintf(w, "\nrule CPU at one instant, %s: %.3f s per round = %.3f ms per node per round\n\n| group | CPU s per round | ms per node |\n|---|---:|---:|\n", c.File, c.TotalS, c.TotalS/float64(r.Nodes)*1000)
+		for _, g := range c.Groups {
+			fmt.Fprintf(w, "| %s | %.3f | %.3f |\n", g.Name, g.CPUS, g.CPUS/float64(r.Nodes)*1000)
+		}
+		fmt.Fprintf(w, "\nmost expensive rules:\n\n| CPU s | group | rule |\n|---:|---|---|\n")
+		for i, rl := range c.Rules {
+			if i == 8 {
+				break
+			}
+			fmt.Fprintf(w, "| %.3f | %s | %s |\n", rl.CPUS, rl.Group, rl.Name)
+		}
+	}
+	if len(r.QueryCosts) > 0 {
+		fmt.Fprintf(w, "\ndashboard queries (5 m range, 15 s step, ending at the instant), CPU and wall seconds, most expensive:\n\n| CPU s | wall s | series | instances | dashboard / panel |\n|---:|---:|---:|---|---|\n")
+		for i, q := range r.QueryCosts {
+			if i == 12 {
+				break
+			}
+			fmt.Fprintf(w, "| %.3f | %.3f | %d | %s | %s / %s |\n", q.CPUS, q.WallS, q.Series, q.Scope, q.Dashboard, q.Panel)
+		}
+	}
 	fmt.Fprintf(w, "\nfiring: %s\npending: %s\nalerts ok: %v\n", summarize(r.Firing), summarize(r.Pending), r.AlertsOK)
 	for _, p := range r.AlertProblems {
 		fmt.Fprintln(w, "  -", p)
@@ -974,4 +1016,156 @@ func summarize(keys []string) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// ---------------------------------------------------------------------------
+// CPU cost at one instant (-cost).
+
+var costFiles []string
+
+type ruleCost struct {
+	Group string  `json:"group"`
+	Name  string  `json:"name"`
+	CPUS  float64 `json:"cpu_s"`
+}
+
+type groupCost struct {
+	Name string  `json:"name"`
+	CPUS float64 `json:"cpu_s"`
+}
+
+type fileCost struct {
+	File   string      `json:"file"`
+	TotalS float64     `json:"cpu_s_per_round"`
+	Groups []groupCost `json:"groups"`
+	Rules  []ruleCost  `json:"rules"`
+}
+
+type queryCost struct {
+	Dashboard string  `json:"dashboard"`
+	Panel     string  `json:"panel"`
+	Scope     string  `json:"scope"`
+	CPUS      float64 `json:"cpu_s"`
+	WallS     float64 `json:"wall_s"`
+	Series    int     `json:"series"`
+}
+
+// cpuTicks is the utime+stime of a process, in clock ticks (1/100 s).
+func cpuTicks(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	u, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return u + st, nil
+}
+
+const repeats = 5
+
+// measureCost stops scraping and rule evaluation (a reload with an empty
+// config), then evaluates every rule of every -cost file and every dashboard
+// query at one instant T (30 s ago, so the fleet's last scrapes are in),
+// each `repeats` times, and takes Prometheus's CPU time for it less its idle
+// rate. Rule expressions are wrapped in count() so that the JSON of large
+// results is not counted (a rule evaluation encodes nothing).
+func measureCost(p *prom, pid int, cfgPath string, n int, log func(string, ...any)) ([]fileCost, []queryCost, error) {
+	T := time.Now().Add(-30 * time.Second)
+	if err := os.WriteFile(cfgPath, []byte("global:\n  scrape_interval: 15s\n"), 0o644); err != nil {
+		return nil, nil, err
+	}
+	proc, _ := os.FindProcess(pid)
+	if err := proc.Signal(syscall.SIGHUP); err != nil {
+		return nil, nil, err
+	}
+	time.Sleep(10 * time.Second)
+	c0, _ := cpuTicks(pid)
+	t0 := time.Now()
+	time.Sleep(10 * time.Second)
+	c1, _ := cpuTicks(pid)
+	idle := (c1 - c0) / 100 / time.Since(t0).Seconds() // cores while idle
+	log("idle after reload: %.3f cores", idle)
+	measureQ := func(path string, v url.Values) (cpu, wall float64, series int, err error) {
+		c0, _ := cpuTicks(pid)
+		t0 := time.Now()
+		for range repeats {
+			if series, err = p.count(path, v); err != nil {
+				return
+			}
+		}
+		wall = time.Since(t0).Seconds()
+		c1, _ := cpuTicks(pid)
+		cpu = math.Max(0, ((c1-c0)/100-idle*wall)/repeats)
+		return cpu, wall / repeats, series, nil
+	}
+	var out []fileCost
+	for _, file := range costFiles {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, nil, err
+		}
+		var doc struct {
+			Groups []struct {
+				Name  string `yaml:"name"`
+				Rules []struct {
+					Record string `yaml:"record"`
+					Alert  string `yaml:"alert"`
+					Expr   string `yaml:"expr"`
+				} `yaml:"rules"`
+			} `yaml:"groups"`
+		}
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			return nil, nil, fmt.Errorf("%s: %v", file, err)
+		}
+		fc := fileCost{File: file}
+		for _, g := range doc.Groups {
+			gc := groupCost{Name: g.Name}
+			for _, rl := range g.Rules {
+				v := url.Values{"query": {"count((" + rl.Expr + "))"}, "time": {fmt.Sprintf("%.3f", float64(T.UnixMilli())/1000)}}
+				cpu, _, _, err := measureQ("/api/v1/query", v)
+				if err != nil {
+					return nil, nil, fmt.Errorf("%s %s: %v", g.Name, rl.Record+rl.Alert, err)
+				}
+				gc.CPUS += cpu
+				fc.Rules = append(fc.Rules, ruleCost{Group: g.Name, Name: rl.Record + rl.Alert, CPUS: cpu})
+			}
+			fc.Groups = append(fc.Groups, gc)
+			fc.TotalS += gc.CPUS
+		}
+		sort.Slice(fc.Rules, func(i, j int) bool { return fc.Rules[i].CPUS > fc.Rules[j].CPUS })
+		log("%s: %.3f CPU s per round", file, fc.TotalS)
+		out = append(out, fc)
+	}
+	var qc []queryCost
+	one := dashboards.DefaultValues()
+	one["instance"] = fmt.Sprintf("node%04d", n-1)
+	for _, q := range dashboards.Queries() {
+		for _, scope := range []string{"all", "one"} {
+			e := q.Expr
+			if scope == "one" {
+				var err error
+				if e, err = dashboards.Expand(q.Template, one); err != nil {
+					return nil, nil, err
+				}
+			}
+			v := url.Values{"query": {e}}
+			path := "/api/v1/query_range"
+			if q.Instant {
+				path = "/api/v1/query"
+				v.Set("time", fmt.Sprint(T.Unix()))
+			} else {
+				v.Set("start", fmt.Sprint(T.Add(-5*time.Minute).Unix()))
+				v.Set("end", fmt.Sprint(T.Unix()))
+				v.Set("step", "15")
+			}
+			cpu, wall, series, err := measureQ(path, v)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s / %s: %v", q.Dashboard, q.Panel, err)
+			}
+			qc = append(qc, queryCost{Dashboard: q.Dashboard, Panel: q.Panel, Scope: scope, CPUS: cpu, WallS: wall, Series: series})
+		}
+	}
+	sort.SliceStable(qc, func(i, j int) bool { return qc[i].CPUS > qc[j].CPUS })
+	return out, qc, nil
 }
