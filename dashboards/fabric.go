@@ -75,14 +75,13 @@ func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 			query(rule("rail_priority:fabric_pfc_pause_duration:ratio_rate%s")+rail, "{{instance}} {{rail}} {{direction}} prio {{priority}}")),
 			c.PFCPauseOccupancy, false).
 			Legend(statsLegend())).
-		// Only the netdevs with events are joined to their rail: at fleet
-		// scale the join of every netdev costs more than the panel may.
+		// A recorded series that exists only where there were events: at
+		// 1,000 nodes the raw form cost 5.7 CPU s per load (fleetbench).
 		WithPanel(timeseriesPanel("Pause storm events",
-			"tx_pause_storm_{warning,error}_events of each rail netdev: the NIC detected it was pausing the link for too long. "+
+			"tx_pause_storm_{warning,error}_events of each rail netdev within the rate window: the NIC detected it was pausing the link for too long. "+
 				"Only netdevs with events are drawn.",
 			unitShort, half,
-			query("(sum by (cluster, instance, netdev, severity) (increase(fabric_pause_storm_events_total"+sel()+"[$__rate_interval])) > 0)"+
-				" * on (cluster, instance, netdev) group_left (rail) fabric_netdev_info"+sel(railM, `rail!=""`),
+			query(rule("netdev:fabric_pause_storm_events:increase%s")+sel(railM, `rail!=""`),
 				"{{instance}} {{rail}} {{netdev}} {{severity}}"))).
 		WithPanel(thresholdLine(timeseriesPanel("RoCE retransmission events per rail",
 			"Sum of the retransmission-class hw counters per rail. The dashed line is the RoCERetransmissions threshold.",
