@@ -1,0 +1,349 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The pcie collector reports the health of the PCIe links on the path of
+// every GPU and RDMA device: each function from the device itself up to its
+// root port (the bridges the topology collector walks), with the link's
+// current and maximum speed and width and the kernel's AER error counters.
+//
+// sysfs (no privilege; Documentation/ABI/testing/sysfs-bus-pci and
+// sysfs-bus-pci-devices-aer_stats):
+//
+//	current_link_speed, max_link_speed   "32.0 GT/s PCIe", "8 GT/s", "8.0 GT/s", "Unknown"
+//	current_link_width, max_link_width   "16"
+//	aer_dev_correctable, aer_dev_nonfatal, aer_dev_fatal
+//	                                     one "NAME count" line per error type, then TOTAL_ERR_*
+//	aer_rootport_total_err_cor, _fatal, _nonfatal   root ports only: one number
+//
+// A function's link registers describe the link above it for an endpoint
+// or a switch upstream port, and the link below it for a root port or a
+// switch downstream port, so every link is seen from both ends. The link a
+// function trained with its upstream port may run at most at the lower of
+// the two ends' maxima: fabric_pcie_link_supported_* gives that figure for
+// every function that has an upstream port, and a link is degraded when it
+// runs below it. Files that do not exist (VMs expose no aer_* files, some
+// devices no link files) are left out quietly.
+
+// pcieFunc is one PCI function on the path of a GPU or RDMA device.
+type pcieFunc struct {
+	bdf      string
+	dir      string // sysfs devices/... directory of the function
+	role     string // endpoint, root_port, switch_port
+	upstream *pcieFunc
+
+	speed, maxSpeed, width, maxWidth, supSpeed, supWidth *Series
+	// read during one update
+	curS, maxS, curW, maxW float64
+	okMaxS, okMaxW         bool
+}
+
+type pcieCollector struct {
+	env    Env
+	topo   *topologyCollector // locates GPUs and RDMA devices in the PCI tree
+	reader *sysReader
+	sig    uint64
+	built  bool
+	funcs  []*pcieFunc
+	static []*Series // link and path info
+
+	speed, maxSpeed, width, maxWidth, supSpeed, supWidth *Family
+	linkInfo, pathInfo, aer, rootport                    *Family
+}
+
+func newPCIeCollector(env Env, o *Options) (Collector, error) {
+	t, _ := newTopologyCollector(env, o)
+	g, ctr := prometheus.GaugeValue, prometheus.CounterValue
+	return &pcieCollector{
+		env: env, topo: t.(*topologyCollector), reader: newSysReaderIn(o.SysfsPath),
+		speed: NewFamily("fabric_pcie_link_speed_transfers_per_second",
+			"Current PCIe link speed in transfers per second (current_link_speed; 32.0 GT/s = 3.2e10). Endpoints commonly lower it while idle.", g, "pci_bus_id"),
+		maxSpeed: NewFamily("fabric_pcie_link_max_speed_transfers_per_second",
+			"Highest PCIe link speed this function supports (max_link_speed), transfers per second.", g, "pci_bus_id"),
+		width: NewFamily("fabric_pcie_link_width",
+			"Current PCIe link width in lanes (current_link_width).", g, "pci_bus_id"),
+		maxWidth: NewFamily("fabric_pcie_link_max_width",
+			"Widest PCIe link this function supports (max_link_width), lanes.", g, "pci_bus_id"),
+		supSpeed: NewFamily("fabric_pcie_link_supported_speed_transfers_per_second",
+			"Speed the link between this function and its upstream port can reach: the lower of both ends' max_link_speed (this function's alone when the upstream port reports none). Absent for root ports.", g, "pci_bus_id"),
+		supWidth: NewFamily("fabric_pcie_link_supported_width",
+			"Width the link between this function and its upstream port can reach: the lower of both ends' max_link_width. Absent for root ports.", g, "pci_bus_id"),
+		linkInfo: NewFamily("fabric_pcie_link_info",
+			"A PCI function on the path of a GPU or RDMA device: its role (endpoint, root_port, switch_port), its upstream port (\"\" for a root port) and PCI vendor/device IDs.",
+			g, "pci_bus_id", "role", "upstream_pci_bus_id", "vendor", "device"),
+		pathInfo: NewFamily("fabric_pcie_path_info",
+			"The function pci_bus_id is on the PCIe path from the GPU or RDMA device (kind, name as in fabric_pci_device_info) to its root port, the device itself included.",
+			g, "pci_bus_id", "kind", "name"),
+		aer: NewFamily("fabric_pcie_aer_errors_total",
+			"PCIe AER errors the function reported, per error type (aer_dev_correctable, aer_dev_nonfatal, aer_dev_fatal; severity correctable, nonfatal, fatal). Absent where the kernel exposes no AER statistics.",
+			ctr, "pci_bus_id", "severity", "error"),
+		rootport: NewFamily("fabric_pcie_aer_rootport_errors_total",
+			"AER error messages a root port received from the devices below it (aer_rootport_total_err_cor, _nonfatal, _fatal).",
+			ctr, "pci_bus_id", "severity"),
+	}, nil
+}
+
+func (c *pcieCollector) Update(ctx context.Context, b *Batch) error {
+	sig, found := uint64(14695981039346656037), 0
+	for _, d := range c.topo.dirs[:2] {
+		var err error
+		sig, err = dirHash(d, sig)
+		if err == nil {
+			found++
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("listing %s: %w", d, err)
+		}
+	}
+	if found == 0 {
+		return checkSysfs(c.topo.sysfs, "neither "+c.topo.dirs[0]+" nor "+c.topo.dirs[1]+" exists")
+	}
+	if !c.built || sig != c.sig {
+		c.rebuild()
+		c.sig, c.built = sig, true
+	}
+	if len(c.funcs) == 0 {
+		return noHardware("no GPU or RDMA device on PCI in %s", c.topo.sysfs)
+	}
+	for _, s := range c.static {
+		b.Add(s, 1)
+	}
+	var buf [maxAttrSize]byte
+	for _, f := range c.funcs {
+		f.okMaxS, f.okMaxW = false, false
+		if v, ok := c.readLink(f.dir, "current_link_speed", buf[:], parseLinkSpeed); ok {
+			b.Add(f.speed, v)
+		}
+		if v, ok := c.readLink(f.dir, "max_link_speed", buf[:], parseLinkSpeed); ok {
+			b.Add(f.maxSpeed, v)
+			f.maxS, f.okMaxS = v, true
+		}
+		if v, ok := c.readLink(f.dir, "current_link_width", buf[:], parseLinkWidth); ok {
+			b.Add(f.width, v)
+		}
+		if v, ok := c.readLink(f.dir, "max_link_width", buf[:], parseLinkWidth); ok {
+			b.Add(f.maxWidth, v)
+			f.maxW, f.okMaxW = v, true
+		}
+		for _, sev := range [...][2]string{{"aer_dev_correctable", "correctable"}, {"aer_dev_nonfatal", "nonfatal"}, {"aer_dev_fatal", "fatal"}} {
+			raw, ok := c.read(filepath.Join(f.dir, sev[0]), buf[:])
+			if !ok {
+				continue
+			}
+			if err := parseAER(raw, func(name string, v uint64) {
+				b.AddWith(c.aer, float64(v), f.bdf, sev[1], name)
+			}); err != nil {
+				skipValue(c.env, filepath.Join(f.dir, sev[0]), err)
+			}
+		}
+		if f.role == "root_port" {
+			for _, sev := range [...][2]string{{"cor", "correctable"}, {"nonfatal", "nonfatal"}, {"fatal", "fatal"}} {
+				p := filepath.Join(f.dir, "aer_rootport_total_err_"+sev[0])
+				raw, ok := c.read(p, buf[:])
+				if !ok {
+					continue
+				}
+				v, err := parseSysfsUint(raw)
+				if err != nil {
+					skipValue(c.env, p, err)
+					continue
+				}
+				b.AddWith(c.rootport, float64(v), f.bdf, sev[1])
+			}
+		}
+	}
+	// funcs are ordered parents first, so an upstream port's maxima are
+	// read before its children's.
+	for _, f := range c.funcs {
+		if f.role == "root_port" {
+			continue
+		}
+		if f.okMaxS {
+			v := f.maxS
+			if u := f.upstream; u != nil && u.okMaxS {
+				v = min(v, u.maxS)
+			}
+			b.Add(f.supSpeed, v)
+		}
+		if f.okMaxW {
+			v := f.maxW
+			if u := f.upstream; u != nil && u.okMaxW {
+				v = min(v, u.maxW)
+			}
+			b.Add(f.supWidth, v)
+		}
+	}
+	return nil
+}
+
+// read returns a file's trimmed content; a missing file is quiet, other
+// errors are counted.
+func (c *pcieCollector) read(path string, buf []byte) ([]byte, bool) {
+	raw, err := c.reader.read(path, buf)
+	if err != nil {
+		if !isGone(err) {
+			skipValue(c.env, path, err)
+		}
+		return nil, false
+	}
+	return raw, true
+}
+
+func (c *pcieCollector) readLink(dir, name string, buf []byte, parse func([]byte) (float64, error)) (float64, bool) {
+	p := filepath.Join(dir, name)
+	raw, ok := c.read(p, buf)
+	if !ok {
+		return 0, false
+	}
+	v, err := parse(raw)
+	if err != nil {
+		skipValue(c.env, p, err)
+		return 0, false
+	}
+	return v, true
+}
+
+// rebuild walks the paths of the GPUs and RDMA devices again.
+func (c *pcieCollector) rebuild() {
+	c.reader.close()
+	c.funcs, c.static = c.funcs[:0], c.static[:0]
+	devRoot, err := filepath.EvalSymlinks(filepath.Join(c.topo.sysfs, "devices"))
+	if err != nil {
+		return
+	}
+	byBDF := map[string]*pcieFunc{}
+	type member struct{ bdf, kind, name string }
+	var members []member
+	for i, locs := range [][]*pciLoc{c.topo.findGPUs(devRoot), c.topo.locateClass(devRoot, c.topo.dirs[1])} {
+		kind := [...]string{"gpu", "hca"}[i]
+		for _, l := range locs {
+			var up *pcieFunc
+			for k, bdf := range l.chain {
+				if !isBDF(bdf) {
+					continue
+				}
+				f := byBDF[bdf]
+				if f == nil {
+					role := "switch_port"
+					switch {
+					case k == len(l.chain)-1:
+						role = "endpoint"
+					case k == 0:
+						role = "root_port"
+					}
+					f = &pcieFunc{bdf: bdf, role: role, upstream: up,
+						dir: filepath.Join(devRoot, l.root, filepath.Join(l.chain[:k+1]...))}
+					byBDF[bdf] = f
+				}
+				members = append(members, member{bdf, kind, l.name})
+				up = f
+			}
+		}
+	}
+	for _, f := range byBDF {
+		c.funcs = append(c.funcs, f)
+	}
+	depth := func(f *pcieFunc) int {
+		n := 0
+		for u := f.upstream; u != nil; u = u.upstream {
+			n++
+		}
+		return n
+	}
+	sort.Slice(c.funcs, func(i, j int) bool {
+		di, dj := depth(c.funcs[i]), depth(c.funcs[j])
+		if di != dj {
+			return di < dj
+		}
+		return c.funcs[i].bdf < c.funcs[j].bdf
+	})
+	for _, f := range c.funcs {
+		f.speed, f.maxSpeed, f.width, f.maxWidth = c.speed.With(f.bdf), c.maxSpeed.With(f.bdf), c.width.With(f.bdf), c.maxWidth.With(f.bdf)
+		f.supSpeed, f.supWidth = c.supSpeed.With(f.bdf), c.supWidth.With(f.bdf)
+		up := ""
+		if f.upstream != nil {
+			up = f.upstream.bdf
+		}
+		c.static = append(c.static, c.linkInfo.With(f.bdf, f.role, up,
+			readSmall(c.topo.sysfs, filepath.Join(f.dir, "vendor")), readSmall(c.topo.sysfs, filepath.Join(f.dir, "device"))))
+	}
+	for _, m := range members {
+		c.static = append(c.static, c.pathInfo.With(m.bdf, m.kind, m.name))
+	}
+}
+
+// parseLinkSpeed converts a sysfs link speed ("32.0 GT/s PCIe", "8 GT/s",
+// "2.5 GT/s") to transfers per second. "Unknown" (a link that is down or a
+// speed the kernel does not name) is not available.
+func parseLinkSpeed(b []byte) (float64, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || bytes.HasPrefix(b, []byte("Unknown")) {
+		return 0, errNotAvailable
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 || f[1] != "GT/s" {
+		return 0, fmt.Errorf("%w: link speed %q", errGarbage, truncate(b, 32))
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil || !(v > 0 && v <= 1e3) {
+		return 0, fmt.Errorf("%w: link speed %q", errGarbage, truncate(b, 32))
+	}
+	return v * 1e9, nil
+}
+
+// parseLinkWidth reads a link width in lanes. Width 255 is what some
+// devices report when they do not implement the field: not available.
+func parseLinkWidth(b []byte) (float64, error) {
+	v, err := parseSysfsUint(b)
+	if err != nil {
+		return 0, err
+	}
+	if v > 32 {
+		return 0, errNotAvailable
+	}
+	return float64(v), nil
+}
+
+// parseAER reads an aer_dev_* file: one "NAME count" line per error type,
+// where NAME is a token ("RxErr", kernels since 4.19's rework) or words
+// ("Receiver Error" in older kernels), followed by TOTAL_ERR_COR /
+// TOTAL_ERR_NONFATAL / TOTAL_ERR_FATAL, which fn does not get (the sum of
+// the others). Bad lines make an error after the good ones are passed on.
+func parseAER(b []byte, fn func(name string, v uint64)) error {
+	var bad error
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte{'\n'})
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		i := bytes.LastIndexAny(line, " \t")
+		if i <= 0 {
+			bad = fmt.Errorf("%w: AER line %q", errGarbage, truncate(line, 64))
+			continue
+		}
+		name := bytes.TrimSpace(line[:i])
+		v, err := parseSysfsUint(line[i+1:])
+		if err != nil || len(name) == 0 {
+			bad = fmt.Errorf("%w: AER line %q", errGarbage, truncate(line, 64))
+			continue
+		}
+		if bytes.HasPrefix(name, []byte("TOTAL_ERR_")) {
+			continue
+		}
+		fn(string(name), v)
+	}
+	return bad
+}
