@@ -41,6 +41,11 @@ type Config struct {
 	RoCECNPIgnoredPerSecond    float64 `yaml:"roceCNPIgnoredPerSecond"`
 	CrossNUMALocalRatio        float64 `yaml:"crossNUMALocalRatio"`
 	CrossNUMAMinBytes          float64 `yaml:"crossNUMAMinBytes"`
+	// Physical path (issue 22)
+	PCIeBusyGPUUtilization    float64 `yaml:"pcieBusyGPUUtilization"`
+	PCIeBusyRDMABits          float64 `yaml:"pcieBusyRDMABits"`
+	PCIeCorrectablePerMinute  float64 `yaml:"pcieCorrectablePerMinute"`
+	PCIeErrorWindow           string  `yaml:"pcieErrorWindow"`
 	For                        struct {
 		Short  string `yaml:"short"`
 		Medium string `yaml:"medium"`
@@ -66,7 +71,7 @@ func ParseConfig(b []byte) (Config, error) {
 		return c, fmt.Errorf("alerts config: %w", err)
 	}
 	for name, v := range map[string]string{"exporterSelector": c.ExporterSelector, "sglangSelector": c.SGLangSelector,
-		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "clusterLabel": c.ClusterLabel, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
+		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "pcieErrorWindow": c.PCIeErrorWindow, "clusterLabel": c.ClusterLabel, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
 		if strings.TrimSpace(v) == "" {
 			return c, fmt.Errorf("alerts config: %s is empty", name)
 		}
@@ -107,6 +112,8 @@ func Render(c Config) ([]byte, error) {
 		"PFCPauseOccupancy": num(c.PFCPauseOccupancy), "PFCPauseOccupancyPct": num(c.PFCPauseOccupancy * 100),
 		"RoCERetransPerSecond": num(c.RoCERetransPerSecond), "RoCECNPIgnoredPerSecond": num(c.RoCECNPIgnoredPerSecond),
 		"CrossNUMALocalRatio": num(c.CrossNUMALocalRatio), "CrossNUMAMinBytes": num(c.CrossNUMAMinBytes),
+		"PCIeBusyGPUUtilization": num(c.PCIeBusyGPUUtilization), "PCIeBusyRDMABits": num(c.PCIeBusyRDMABits),
+		"PCIeCorrectablePerMinute": num(c.PCIeCorrectablePerMinute), "PCIeErrorWindow": c.PCIeErrorWindow,
 		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow,
 	}
 	t, err := template.New("rules").Delims("<%", "%>").Option("missingkey=error").Parse(rulesTemplate)

@@ -33,15 +33,15 @@ import (
 // switch downstream port, so every link is seen from both ends. The link a
 // function trained with its upstream port may run at most at the lower of
 // the two ends' maxima: fabric_pcie_link_supported_* gives that figure for
-// every function that has an upstream port, and a link is degraded when it
-// runs below it. Files that do not exist (VMs expose no aer_* files, some
+// every endpoint and switch upstream port (one series per physical link),
+// and a link is degraded when it runs below it. Files that do not exist (VMs expose no aer_* files, some
 // devices no link files) are left out quietly.
 
 // pcieFunc is one PCI function on the path of a GPU or RDMA device.
 type pcieFunc struct {
 	bdf      string
 	dir      string // sysfs devices/... directory of the function
-	role     string // endpoint, root_port, switch_port
+	role     string // endpoint, root_port, switch_upstream_port, switch_downstream_port
 	upstream *pcieFunc
 
 	speed, maxSpeed, width, maxWidth, supSpeed, supWidth *Series
@@ -77,21 +77,21 @@ func newPCIeCollector(env Env, o *Options) (Collector, error) {
 		maxWidth: NewFamily("fabric_pcie_link_max_width",
 			"Widest PCIe link this function supports (max_link_width), lanes.", g, "pci_bus_id"),
 		supSpeed: NewFamily("fabric_pcie_link_supported_speed_transfers_per_second",
-			"Speed the link between this function and its upstream port can reach: the lower of both ends' max_link_speed (this function's alone when the upstream port reports none). Absent for root ports.", g, "pci_bus_id"),
+			"Speed the link above this function (an endpoint or switch upstream port) can reach: the lower of both ends' max_link_speed (this function's alone when the port above reports none). One series per physical link; absent for root and downstream ports, whose registers describe the link below them.", g, "pci_bus_id"),
 		supWidth: NewFamily("fabric_pcie_link_supported_width",
-			"Width the link between this function and its upstream port can reach: the lower of both ends' max_link_width. Absent for root ports.", g, "pci_bus_id"),
+			"Width the link above this function (an endpoint or switch upstream port) can reach: the lower of both ends' max_link_width. Absent for root and downstream ports.", g, "pci_bus_id"),
 		linkInfo: NewFamily("fabric_pcie_link_info",
-			"A PCI function on the path of a GPU or RDMA device: its role (endpoint, root_port, switch_port), its upstream port (\"\" for a root port) and PCI vendor/device IDs.",
+			"A PCI function on the path of a GPU or RDMA device: its role (endpoint, root_port, switch_upstream_port, switch_downstream_port: switch ports alternate below a root port), the function above it (\"\" for a root port) and PCI vendor/device IDs.",
 			g, "pci_bus_id", "role", "upstream_pci_bus_id", "vendor", "device"),
 		pathInfo: NewFamily("fabric_pcie_path_info",
 			"The function pci_bus_id is on the PCIe path from the GPU or RDMA device (kind, name as in fabric_pci_device_info) to its root port, the device itself included.",
 			g, "pci_bus_id", "kind", "name"),
 		aer: NewFamily("fabric_pcie_aer_errors_total",
-			"PCIe AER errors the function reported, per error type (aer_dev_correctable, aer_dev_nonfatal, aer_dev_fatal; severity correctable, nonfatal, fatal). Absent where the kernel exposes no AER statistics.",
-			ctr, "pci_bus_id", "severity", "error"),
+			"PCIe AER errors the function reported, per error type (aer_dev_correctable, aer_dev_nonfatal, aer_dev_fatal: class correctable, nonfatal, fatal). Absent where the kernel exposes no AER statistics.",
+			ctr, "pci_bus_id", "class", "error"),
 		rootport: NewFamily("fabric_pcie_aer_rootport_errors_total",
 			"AER error messages a root port received from the devices below it (aer_rootport_total_err_cor, _nonfatal, _fatal).",
-			ctr, "pci_bus_id", "severity"),
+			ctr, "pci_bus_id", "class"),
 	}, nil
 }
 
@@ -166,8 +166,8 @@ func (c *pcieCollector) Update(ctx context.Context, b *Batch) error {
 	// funcs are ordered parents first, so an upstream port's maxima are
 	// read before its children's.
 	for _, f := range c.funcs {
-		if f.role == "root_port" {
-			continue
+		if f.role != "endpoint" && f.role != "switch_upstream_port" {
+			continue // its registers describe the link below it
 		}
 		if f.okMaxS {
 			v := f.maxS
@@ -235,12 +235,18 @@ func (c *pcieCollector) rebuild() {
 				}
 				f := byBDF[bdf]
 				if f == nil {
-					role := "switch_port"
+					// sysfs does not say a port's type (that is in
+					// config space beyond what users may read): below a
+					// root port, switch ports alternate upstream and
+					// downstream port.
+					role := "switch_downstream_port"
 					switch {
 					case k == len(l.chain)-1:
 						role = "endpoint"
 					case k == 0:
 						role = "root_port"
+					case k%2 == 1:
+						role = "switch_upstream_port"
 					}
 					f = &pcieFunc{bdf: bdf, role: role, upstream: up,
 						dir: filepath.Join(devRoot, l.root, filepath.Join(l.chain[:k+1]...))}

@@ -93,20 +93,22 @@ func TestPCIeFixture(t *testing.T) {
 	v := pcieValues(t, c)
 	want := map[string]float64{
 		// mlx5_0 and the bridges above it
-		"fabric_pcie_link_speed_transfers_per_second{0000:18:00.0}":                  32e9,
-		"fabric_pcie_link_supported_speed_transfers_per_second{0000:18:00.0}":        32e9,
-		"fabric_pcie_link_width{0000:18:00.0}":                                       16,
-		"fabric_pcie_link_info{0000:18:00.0,endpoint,0000:17:00.0,0x15b3,0x1021}":    1,
-		"fabric_pcie_link_info{0000:17:00.0,switch_port,0000:16:00.0,0x1000,0xc030}": 1,
-		"fabric_pcie_link_info{0000:15:01.0,root_port,,0x8086,0x347a}":               1,
-		"fabric_pcie_path_info{0000:15:01.0,hca,mlx5_0}":                             1,
-		"fabric_pcie_path_info{0000:15:01.0,gpu,0}":                                  1,
-		"fabric_pcie_path_info{0000:15:01.0,gpu,1}":                                  1,
-		"fabric_pcie_path_info{0000:18:00.0,hca,mlx5_0}":                             1,
-		"fabric_pcie_aer_errors_total{0000:18:00.0,correctable,RxErr}":               3,
-		"fabric_pcie_aer_errors_total{0000:18:00.0,fatal,MalfTLP}":                   0,
-		"fabric_pcie_aer_rootport_errors_total{0000:15:01.0,correctable}":            3,
-		"fabric_pcie_aer_errors_total{0000:3d:00.0,correctable,Receiver Error}":      0,
+		"fabric_pcie_link_speed_transfers_per_second{0000:18:00.0}":                             32e9,
+		"fabric_pcie_link_supported_speed_transfers_per_second{0000:18:00.0}":                   32e9,
+		"fabric_pcie_link_width{0000:18:00.0}":                                                  16,
+		"fabric_pcie_link_info{0000:18:00.0,endpoint,0000:17:00.0,0x15b3,0x1021}":               1,
+		"fabric_pcie_link_info{0000:17:00.0,switch_downstream_port,0000:16:00.0,0x1000,0xc030}": 1,
+		"fabric_pcie_link_info{0000:16:00.0,switch_upstream_port,0000:15:01.0,0x1000,0xc030}":   1,
+		"fabric_pcie_link_supported_width{0000:16:00.0}":                                        16,
+		"fabric_pcie_link_info{0000:15:01.0,root_port,,0x8086,0x347a}":                          1,
+		"fabric_pcie_path_info{0000:15:01.0,hca,mlx5_0}":                                        1,
+		"fabric_pcie_path_info{0000:15:01.0,gpu,0}":                                             1,
+		"fabric_pcie_path_info{0000:15:01.0,gpu,1}":                                             1,
+		"fabric_pcie_path_info{0000:18:00.0,hca,mlx5_0}":                                        1,
+		"fabric_pcie_aer_errors_total{0000:18:00.0,correctable,RxErr}":                          3,
+		"fabric_pcie_aer_errors_total{0000:18:00.0,fatal,MalfTLP}":                              0,
+		"fabric_pcie_aer_rootport_errors_total{0000:15:01.0,correctable}":                       3,
+		"fabric_pcie_aer_errors_total{0000:3d:00.0,correctable,Receiver Error}":                 0,
 		// mlx5_3: x8 on an x16 link
 		"fabric_pcie_link_width{0000:9a:00.0}":           8,
 		"fabric_pcie_link_supported_width{0000:9a:00.0}": 16,
@@ -128,6 +130,7 @@ func TestPCIeFixture(t *testing.T) {
 	for _, k := range []string{
 		"fabric_pcie_link_speed_transfers_per_second{0000:09:00.0}",           // Unknown
 		"fabric_pcie_link_supported_speed_transfers_per_second{0000:15:01.0}", // root port
+		"fabric_pcie_link_supported_width{0000:99:00.0}",                      // downstream port (x8 below it)
 		"fabric_pcie_aer_errors_total{0000:18:00.0,correctable,TOTAL_ERR_COR}",
 		"fabric_pcie_aer_rootport_errors_total{0000:17:00.0,correctable}",
 	} {
