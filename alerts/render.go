@@ -42,11 +42,11 @@ type Config struct {
 	CrossNUMALocalRatio        float64 `yaml:"crossNUMALocalRatio"`
 	CrossNUMAMinBytes          float64 `yaml:"crossNUMAMinBytes"`
 	// Physical path (issue 22)
-	PCIeBusyGPUUtilization    float64 `yaml:"pcieBusyGPUUtilization"`
-	PCIeBusyRDMABits          float64 `yaml:"pcieBusyRDMABits"`
-	PCIeCorrectablePerMinute  float64 `yaml:"pcieCorrectablePerMinute"`
-	PCIeErrorWindow           string  `yaml:"pcieErrorWindow"`
-	For                        struct {
+	PCIeBusyGPUUtilization   float64 `yaml:"pcieBusyGPUUtilization"`
+	PCIeBusyRDMABits         float64 `yaml:"pcieBusyRDMABits"`
+	PCIeCorrectablePerMinute float64 `yaml:"pcieCorrectablePerMinute"`
+	PCIeErrorWindow          string  `yaml:"pcieErrorWindow"`
+	For                      struct {
 		Short  string `yaml:"short"`
 		Medium string `yaml:"medium"`
 		Long   string `yaml:"long"`
