@@ -94,6 +94,7 @@ fuzz:
 	  echo "== $$t"; $(GO) test ./collector -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
 	$(GO) test ./analyze -run '^$$' -fuzz '^FuzzParseBenchServing$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./alerts -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/optics -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -f $(BIN)
