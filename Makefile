@@ -47,7 +47,7 @@ checkmetrics:
 # no RDMA hardware needed. Then open http://localhost:10470/metrics.
 demo: build
 	./$(BIN) --path.sysfs=collector/fixtures/sys --path.procfs=collector/fixtures/proc \
-	  --collector.pfc.ethtool-fixtures=collector/fixtures/ethtool \
+	  --collector.pfc.ethtool-fixtures=collector/fixtures/ethtool --collector.phy.fixtures=collector/fixtures/phy \
 	  --collector.gpu.fixture=collector/fixtures/gpu/dcgm-8gpu.json \
 	  --collector.nccl.log-path='collector/fixtures/nccl/*.log' --collector.nccl.retention=0 \
 	  --web.listen-address=$(DEMO_ADDR)

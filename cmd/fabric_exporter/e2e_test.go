@@ -26,6 +26,7 @@ const (
 	goldenPath  = "../../collector/fixtures/e2e-output.txt"
 	fixtureSys  = "../../collector/fixtures/sys"
 	fixtureEth  = "../../collector/fixtures/ethtool"
+	fixturePhy  = "../../collector/fixtures/phy"
 	fixtureGPU  = "../../collector/fixtures/gpu/dcgm-8gpu.json"
 	fixtureProc = "../../collector/fixtures/proc"
 	fixtureLog  = "../../collector/fixtures/nccl"
@@ -127,7 +128,7 @@ func get(t *testing.T, url string) string {
 }
 
 // volatile matches series whose values change between runs.
-var volatile = regexp.MustCompile(`^(# (HELP|TYPE) )?(go_|process_|promhttp_|fabric_exporter_build_info|fabric_scrape_collector_duration_seconds)`)
+var volatile = regexp.MustCompile(`^(# (HELP|TYPE) )?(go_|process_|promhttp_|fabric_exporter_build_info|fabric_scrape_collector_duration_seconds|fabric_transceiver_read_timestamp_seconds)`)
 
 func stable(metrics string) string {
 	var b strings.Builder
@@ -145,7 +146,7 @@ func stable(metrics string) string {
 func TestEndToEnd(t *testing.T) {
 	logDir := ncclLogDir(t)
 	addr, logs := startExporterWith(t, ncclLogsRead, "--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--collector.pfc.ethtool-fixtures="+fixtureEth,
-		"--collector.gpu.fixture="+fixtureGPU,
+		"--collector.gpu.fixture="+fixtureGPU, "--collector.phy.fixtures="+fixturePhy,
 		"--collector.nccl.log-path="+filepath.Join(logDir, "*.log"), "--collector.nccl.retention=0")
 	raw := get(t, "http://"+addr+"/metrics")
 	got := stable(raw)
