@@ -242,7 +242,12 @@ func (c *phyCollector) Update(ctx context.Context, b *Batch) error {
 	for _, nd := range netdevs {
 		f, err := c.src.FEC(nd)
 		if err != nil {
-			if !errors.Is(err, syscall.EOPNOTSUPP) {
+			switch {
+			case errors.Is(err, syscall.EOPNOTSUPP):
+			case errors.Is(err, syscall.ENODEV):
+				c.env.ReadErrors.Inc()
+				c.env.Once.Warn("phy-fec:"+nd, "msg", "rail netdev not in the exporter's network namespace; ethtool netlink needs the host network (hostNetwork: true, --network host)", "netdev", nd, "err", err)
+			default:
 				c.env.ReadErrors.Inc()
 				c.env.Once.Warn("phy-fec:"+nd, "msg", "cannot read FEC statistics", "netdev", nd, "err", err)
 			}
