@@ -48,6 +48,8 @@ type Config struct {
 	PCIeErrorWindow          string  `yaml:"pcieErrorWindow"`
 	PreFECBERMax             float64 `yaml:"preFECBERMax"`
 	FECErrorWindow           string  `yaml:"fecErrorWindow"`
+	NVLinkErrorsPerMinute    float64 `yaml:"nvlinkErrorsPerMinute"`
+	NVLinkErrorWindow        string  `yaml:"nvlinkErrorWindow"`
 	For                      struct {
 		Short  string `yaml:"short"`
 		Medium string `yaml:"medium"`
@@ -73,7 +75,7 @@ func ParseConfig(b []byte) (Config, error) {
 		return c, fmt.Errorf("alerts config: %w", err)
 	}
 	for name, v := range map[string]string{"exporterSelector": c.ExporterSelector, "sglangSelector": c.SGLangSelector,
-		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "pcieErrorWindow": c.PCIeErrorWindow, "fecErrorWindow": c.FECErrorWindow, "clusterLabel": c.ClusterLabel, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
+		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "pcieErrorWindow": c.PCIeErrorWindow, "fecErrorWindow": c.FECErrorWindow, "nvlinkErrorWindow": c.NVLinkErrorWindow, "clusterLabel": c.ClusterLabel, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
 		if strings.TrimSpace(v) == "" {
 			return c, fmt.Errorf("alerts config: %s is empty", name)
 		}
@@ -117,6 +119,7 @@ func Render(c Config) ([]byte, error) {
 		"PCIeBusyGPUUtilization": num(c.PCIeBusyGPUUtilization), "PCIeBusyRDMABits": num(c.PCIeBusyRDMABits),
 		"PCIeCorrectablePerMinute": num(c.PCIeCorrectablePerMinute), "PCIeErrorWindow": c.PCIeErrorWindow,
 		"PreFECBERMax": num(c.PreFECBERMax), "FECErrorWindow": c.FECErrorWindow,
+		"NVLinkErrorsPerMinute": num(c.NVLinkErrorsPerMinute), "NVLinkErrorWindow": c.NVLinkErrorWindow,
 		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow,
 	}
 	t, err := template.New("rules").Delims("<%", "%>").Option("missingkey=error").Parse(rulesTemplate)
