@@ -32,6 +32,22 @@ func pcieValues(t testing.TB, c *pcieCollector) map[string]float64 {
 	return out
 }
 
+func mustPCIe(t testing.TB, sysfs string) *pcieCollector {
+	c, _ := newTestPCIe(t, sysfs)
+	return c
+}
+
+// writeInPlace rewrites a fixture file the way sysfs changes: same inode.
+func writeInPlace(path, content string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteString(content)
+	return err
+}
+
 func TestParseLinkSpeed(t *testing.T) {
 	for in, want := range map[string]float64{
 		"32.0 GT/s PCIe": 32e9, "8 GT/s": 8e9, "8.0 GT/s": 8e9, "2.5 GT/s PCIe\n": 2.5e9, "64.0 GT/s PCIe": 64e9, "5.0 GT/s": 5e9,
@@ -85,11 +101,22 @@ func FuzzParseAER(f *testing.F) {
 	})
 }
 
-// The fixture: everything at Gen5 x16 except mlx5_3 (x8), GPU1 idling at
-// 2.5 GT/s, mlx4_0 at Gen3 x8 in an x16 root port, i40iw0 with an
-// "Unknown" speed; AER files on mlx5_0, its root port, GPU0 and GPU3.
+// The fixture: everything at Gen5 x16, mlx4_0 (Gen3 x8 in an x16 root
+// port) idling at 2.5 GT/s, i40iw0 with an "Unknown" speed; AER files on
+// mlx5_0, its root port, GPU0 and GPU3. The test trains mlx5_3 at x8 (both
+// ends of its link read 8) and idles GPU1 at 2.5 GT/s.
 func TestPCIeFixture(t *testing.T) {
-	c, errs := newTestPCIe(t, fixtureSys)
+	dir := copyTree(t, fixtureSys)
+	for p, v := range map[string]string{
+		"bus/pci/devices/0000:9a:00.0/current_link_width": "8",
+		"bus/pci/devices/0000:99:00.0/current_link_width": "8",
+		"bus/pci/devices/0000:1a:00.0/current_link_speed": "2.5 GT/s PCIe",
+	} {
+		if err := writeInPlace(filepath.Join(dir, p), v+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, errs := newTestPCIe(t, dir)
 	v := pcieValues(t, c)
 	want := map[string]float64{
 		// mlx5_0 and the bridges above it
@@ -115,7 +142,11 @@ func TestPCIeFixture(t *testing.T) {
 		// GPU1 idles at 2.5 GT/s
 		"fabric_pcie_link_speed_transfers_per_second{0000:1a:00.0}":           2.5e9,
 		"fabric_pcie_link_supported_speed_transfers_per_second{0000:1a:00.0}": 32e9,
-		// mlx4_0: a Gen3 x8 card; the link can do no more than the card
+		// mlx4_0: a Gen3 x8 card, idle at 2.5 GT/s ("2.5 GT/s", an old kernel's
+		// format); the link can do no more than the card
+		"fabric_pcie_link_speed_transfers_per_second{0000:04:00.0}":           2.5e9,
+		"fabric_pcie_link_speed_transfers_per_second{0000:00:02.0}":           2.5e9,
+		"fabric_pcie_link_max_speed_transfers_per_second{0000:00:02.0}":       8e9,
 		"fabric_pcie_link_supported_speed_transfers_per_second{0000:04:00.0}": 8e9,
 		"fabric_pcie_link_supported_width{0000:04:00.0}":                      8,
 		"fabric_pcie_link_max_width{0000:00:02.0}":                            16,
@@ -137,6 +168,9 @@ func TestPCIeFixture(t *testing.T) {
 		if _, ok := v[k]; ok {
 			t.Errorf("%s present", k)
 		}
+	}
+	if v, _ := pcieValues(t, mustPCIe(t, fixtureSys))["fabric_pcie_link_width{0000:9a:00.0}"]; v != 16 {
+		t.Errorf("committed fixture: mlx5_3 width %v, want 16", v)
 	}
 	// A bridge shared by mlx5_0 and GPU0/1 has one link series.
 	n := 0

@@ -39,11 +39,19 @@ func phyValues(t testing.TB, c Collector) map[string]float64 {
 	return out
 }
 
-// The fixture: eth0 a healthy 400G OSFP with RS-FEC, eth3 a module with a
-// dark lane 3 and uncorrectable blocks.
+// The fixture: healthy 400G OSFPs with RS-FEC (eth3 with old uncorrectable
+// blocks); the test puts a module with a dark lane 3 in eth3.
 func TestPhyFixture(t *testing.T) {
+	dir := copyTree(t, "fixtures/phy")
+	dark, err := os.ReadFile("../internal/optics/testdata/cmis-osfp-400g-dark-lane3.dump")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "eth3.eeprom"), dark, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	o := fixtureOptions(t, fixtureSys)
-	o.Phy.Fixtures = "fixtures/phy"
+	o.Phy.Fixtures = dir
 	c, errs := newTestPhy(t, o)
 	v := phyValues(t, c)
 	want := map[string]float64{
