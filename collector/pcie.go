@@ -308,14 +308,15 @@ func parseLinkSpeed(b []byte) (float64, error) {
 	return v * 1e9, nil
 }
 
-// parseLinkWidth reads a link width in lanes. Width 255 is what some
-// devices report when they do not implement the field: not available.
+// parseLinkWidth reads a link width in lanes. Width 0 (no link: a root
+// complex integrated endpoint, a link that is not trained) and 255 (some
+// devices' "not implemented") are not available.
 func parseLinkWidth(b []byte) (float64, error) {
 	v, err := parseSysfsUint(b)
 	if err != nil {
 		return 0, err
 	}
-	if v > 32 {
+	if v == 0 || v > 32 {
 		return 0, errNotAvailable
 	}
 	return float64(v), nil

@@ -67,8 +67,10 @@ func TestParseLinkSpeed(t *testing.T) {
 			t.Errorf("parseLinkSpeed(%q) err = %v, want garbage", in, err)
 		}
 	}
-	if _, err := parseLinkWidth([]byte("255")); !errors.Is(err, errNotAvailable) {
-		t.Errorf("width 255: %v", err)
+	for _, w := range []string{"255", "0"} {
+		if _, err := parseLinkWidth([]byte(w)); !errors.Is(err, errNotAvailable) {
+			t.Errorf("width %s: %v", w, err)
+		}
 	}
 }
 
@@ -160,6 +162,7 @@ func TestPCIeFixture(t *testing.T) {
 	}
 	for _, k := range []string{
 		"fabric_pcie_link_speed_transfers_per_second{0000:09:00.0}",           // Unknown
+		"fabric_pcie_link_width{0000:09:00.0}",                                // 0: no link
 		"fabric_pcie_link_supported_speed_transfers_per_second{0000:15:01.0}", // root port
 		"fabric_pcie_link_supported_width{0000:99:00.0}",                      // downstream port (x8 below it)
 		"fabric_pcie_aer_errors_total{0000:18:00.0,correctable,TOTAL_ERR_COR}",
