@@ -95,6 +95,7 @@ fuzz:
 	$(GO) test ./analyze -run '^$$' -fuzz '^FuzzParseBenchServing$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./alerts -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/optics -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/ethtoolnl -run '^$$' -fuzz '^FuzzDecodeFECReply$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -f $(BIN)

@@ -35,7 +35,10 @@ import (
 // the two ends' maxima: fabric_pcie_link_supported_* gives that figure for
 // every endpoint and switch upstream port (one series per physical link),
 // and a link is degraded when it runs below it. Files that do not exist (VMs expose no aer_* files, some
-// devices no link files) are left out quietly.
+// devices no link files) are left out quietly: which files exist is probed
+// when the tree is (re)built, the maxima (link capabilities) are read then
+// too, and a scrape reads only the current speed and width and the AER
+// files that exist.
 
 // pcieFunc is one PCI function on the path of a GPU or RDMA device.
 type pcieFunc struct {
@@ -45,9 +48,23 @@ type pcieFunc struct {
 	upstream *pcieFunc
 
 	speed, maxSpeed, width, maxWidth, supSpeed, supWidth *Series
-	// read during one update
-	curS, maxS, curW, maxW float64
-	okMaxS, okMaxW         bool
+	// The maxima are link capabilities: read once per rebuild (again each
+	// update while unknown because of a read error).
+	maxS, maxW     float64
+	okMaxS, okMaxW bool
+	retryMax       bool
+	// files that existed at rebuild; a missing file is not tried again
+	// until the tree changes (most functions have no AER files).
+	curS, curW string // paths of current_link_speed/width, "" when absent
+	aer        []pcieAER
+}
+
+// pcieAER is one AER file of a function and the series of its lines.
+type pcieAER struct {
+	path, class string
+	rootport    bool
+	series      map[string]*Series // error name -> series (AER files)
+	total       *Series            // aer_rootport_total_err_*
 }
 
 type pcieCollector struct {
@@ -121,45 +138,52 @@ func (c *pcieCollector) Update(ctx context.Context, b *Batch) error {
 	}
 	var buf [maxAttrSize]byte
 	for _, f := range c.funcs {
-		f.okMaxS, f.okMaxW = false, false
-		if v, ok := c.readLink(f.dir, "current_link_speed", buf[:], parseLinkSpeed); ok {
-			b.Add(f.speed, v)
+		if f.retryMax {
+			c.readMax(f, buf[:])
 		}
-		if v, ok := c.readLink(f.dir, "max_link_speed", buf[:], parseLinkSpeed); ok {
-			b.Add(f.maxSpeed, v)
-			f.maxS, f.okMaxS = v, true
+		if f.okMaxS {
+			b.Add(f.maxSpeed, f.maxS)
 		}
-		if v, ok := c.readLink(f.dir, "current_link_width", buf[:], parseLinkWidth); ok {
-			b.Add(f.width, v)
+		if f.okMaxW {
+			b.Add(f.maxWidth, f.maxW)
 		}
-		if v, ok := c.readLink(f.dir, "max_link_width", buf[:], parseLinkWidth); ok {
-			b.Add(f.maxWidth, v)
-			f.maxW, f.okMaxW = v, true
+		if f.curS != "" {
+			if v, ok := c.readLink(f.curS, buf[:], parseLinkSpeed); ok {
+				b.Add(f.speed, v)
+			}
 		}
-		for _, sev := range [...][2]string{{"aer_dev_correctable", "correctable"}, {"aer_dev_nonfatal", "nonfatal"}, {"aer_dev_fatal", "fatal"}} {
-			raw, ok := c.read(filepath.Join(f.dir, sev[0]), buf[:])
+		if f.curW != "" {
+			if v, ok := c.readLink(f.curW, buf[:], parseLinkWidth); ok {
+				b.Add(f.width, v)
+			}
+		}
+		for i := range f.aer {
+			a := &f.aer[i]
+			raw, ok := c.read(a.path, buf[:])
 			if !ok {
 				continue
 			}
-			if err := parseAER(raw, func(name string, v uint64) {
-				b.AddWith(c.aer, float64(v), f.bdf, sev[1], name)
-			}); err != nil {
-				skipValue(c.env, filepath.Join(f.dir, sev[0]), err)
-			}
-		}
-		if f.role == "root_port" {
-			for _, sev := range [...][2]string{{"cor", "correctable"}, {"nonfatal", "nonfatal"}, {"fatal", "fatal"}} {
-				p := filepath.Join(f.dir, "aer_rootport_total_err_"+sev[0])
-				raw, ok := c.read(p, buf[:])
-				if !ok {
-					continue
-				}
+			if a.rootport {
 				v, err := parseSysfsUint(raw)
 				if err != nil {
-					skipValue(c.env, p, err)
+					skipValue(c.env, a.path, err)
 					continue
 				}
-				b.AddWith(c.rootport, float64(v), f.bdf, sev[1])
+				b.Add(a.total, float64(v))
+				continue
+			}
+			if err := parseAER(raw, func(name string, v uint64) {
+				s := a.series[name]
+				if s == nil {
+					if len(a.series) >= 64 { // bounded: the kernel prints about 20 names
+						return
+					}
+					s = c.aer.With(f.bdf, a.class, name)
+					a.series[name] = s
+				}
+				b.Add(s, float64(v))
+			}); err != nil {
+				skipValue(c.env, a.path, err)
 			}
 		}
 	}
@@ -200,8 +224,48 @@ func (c *pcieCollector) read(path string, buf []byte) ([]byte, bool) {
 	return raw, true
 }
 
-func (c *pcieCollector) readLink(dir, name string, buf []byte, parse func([]byte) (float64, error)) (float64, bool) {
-	p := filepath.Join(dir, name)
+// readMax reads a function's link capabilities; a read error (not a
+// missing file) makes the next update try again.
+func (c *pcieCollector) readMax(f *pcieFunc, buf []byte) {
+	f.retryMax = false
+	for _, m := range []struct {
+		name  string
+		parse func([]byte) (float64, error)
+		v     *float64
+		ok    *bool
+	}{{"max_link_speed", parseLinkSpeed, &f.maxS, &f.okMaxS}, {"max_link_width", parseLinkWidth, &f.maxW, &f.okMaxW}} {
+		if *m.ok {
+			continue
+		}
+		p := filepath.Join(f.dir, m.name)
+		raw, err := c.reader.read(p, buf)
+		if err != nil {
+			if !isGone(err) {
+				skipValue(c.env, p, err)
+				f.retryMax = true
+			}
+			continue
+		}
+		c.reader.forget(p) // static: no need to keep it open
+		v, err := m.parse(raw)
+		if err != nil {
+			if !errors.Is(err, errNotAvailable) {
+				f.retryMax = true
+			}
+			skipValue(c.env, p, err)
+			continue
+		}
+		*m.v, *m.ok = v, true
+	}
+}
+
+// exists reports whether a file is there (probed at rebuild).
+func (c *pcieCollector) exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+func (c *pcieCollector) readLink(p string, buf []byte, parse func([]byte) (float64, error)) (float64, bool) {
 	raw, ok := c.read(p, buf)
 	if !ok {
 		return 0, false
@@ -274,9 +338,30 @@ func (c *pcieCollector) rebuild() {
 		}
 		return c.funcs[i].bdf < c.funcs[j].bdf
 	})
+	var buf [maxAttrSize]byte
 	for _, f := range c.funcs {
 		f.speed, f.maxSpeed, f.width, f.maxWidth = c.speed.With(f.bdf), c.maxSpeed.With(f.bdf), c.width.With(f.bdf), c.maxWidth.With(f.bdf)
 		f.supSpeed, f.supWidth = c.supSpeed.With(f.bdf), c.supWidth.With(f.bdf)
+		c.readMax(f, buf[:])
+		f.curS, f.curW = "", ""
+		if p := filepath.Join(f.dir, "current_link_speed"); c.exists(p) {
+			f.curS = p
+		}
+		if p := filepath.Join(f.dir, "current_link_width"); c.exists(p) {
+			f.curW = p
+		}
+		for _, a := range [...][2]string{{"aer_dev_correctable", "correctable"}, {"aer_dev_nonfatal", "nonfatal"}, {"aer_dev_fatal", "fatal"}} {
+			if p := filepath.Join(f.dir, a[0]); c.exists(p) {
+				f.aer = append(f.aer, pcieAER{path: p, class: a[1], series: map[string]*Series{}})
+			}
+		}
+		if f.role == "root_port" {
+			for _, a := range [...][2]string{{"cor", "correctable"}, {"nonfatal", "nonfatal"}, {"fatal", "fatal"}} {
+				if p := filepath.Join(f.dir, "aer_rootport_total_err_"+a[0]); c.exists(p) {
+					f.aer = append(f.aer, pcieAER{path: p, class: a[1], rootport: true, total: c.rootport.With(f.bdf, a[1])})
+				}
+			}
+		}
 		up := ""
 		if f.upstream != nil {
 			up = f.upstream.bdf

@@ -243,3 +243,17 @@ func TestPCIeStates(t *testing.T) {
 		t.Errorf("no devices: %s", st)
 	}
 }
+
+// BenchmarkPCIeUpdate: one scrape of the fixture's 8 GPUs, 4 HCAs and the
+// bridges above them (46 functions). `go test ./collector -run '^$'
+// -bench PCIeUpdate -benchmem`; results in docs/benchmarks.md.
+func BenchmarkPCIeUpdate(b *testing.B) {
+	c, _ := newTestPCIe(b, fixtureSys)
+	var batch Batch
+	for b.Loop() {
+		batch.reset()
+		if err := c.Update(b.Context(), &batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

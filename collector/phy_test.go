@@ -213,3 +213,18 @@ func TestParseFECText(t *testing.T) {
 		t.Error("bad dump accepted")
 	}
 }
+
+// BenchmarkPhyUpdate: one scrape of two rails from fixtures (FEC parsed from
+// files, modules copied from the background result).
+func BenchmarkPhyUpdate(b *testing.B) {
+	o := fixtureOptions(b, fixtureSys)
+	o.Phy.Fixtures = "fixtures/phy"
+	c, _ := newTestPhy(b, o)
+	var batch Batch
+	for b.Loop() {
+		batch.reset()
+		if err := c.Update(b.Context(), &batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
