@@ -187,8 +187,8 @@ func (c *pcieCollector) Update(ctx context.Context, b *Batch) error {
 			}
 		}
 	}
-	// funcs are ordered parents first, so an upstream port's maxima are
-	// read before its children's.
+	// The link above an endpoint or upstream port can do what both of its
+	// ends can.
 	for _, f := range c.funcs {
 		if f.role != "endpoint" && f.role != "switch_upstream_port" {
 			continue // its registers describe the link below it
