@@ -80,7 +80,7 @@ checkmetrics:
 # no RDMA hardware needed. Then open http://localhost:10470/metrics.
 demo: build
 	./$(BIN) --path.sysfs=collector/fixtures/sys --path.procfs=collector/fixtures/proc \
-	  --collector.pfc.ethtool-fixtures=collector/fixtures/ethtool \
+	  --collector.pfc.ethtool-fixtures=collector/fixtures/ethtool --collector.phy.fixtures=collector/fixtures/phy \
 	  --collector.gpu.fixture=collector/fixtures/gpu/dcgm-8gpu.json \
 	  --collector.nccl.log-path='collector/fixtures/nccl/*.log' --collector.nccl.retention=0 \
 	  --web.listen-address=$(DEMO_ADDR)
@@ -123,10 +123,12 @@ bench-nccl:
 	$(GO) run ./tools/ncclbench -runs 5
 
 fuzz:
-	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats FuzzParseCPUList FuzzParseNumaMaps FuzzParseProcStat FuzzParseProcStatus FuzzNcclEnv FuzzParseNCCLLine FuzzParseRail; do \
+	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats FuzzParseCPUList FuzzParseNumaMaps FuzzParseProcStat FuzzParseProcStatus FuzzNcclEnv FuzzParseNCCLLine FuzzParseRail FuzzParseAER; do \
 	  echo "== $$t"; $(GO) test ./collector -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
 	$(GO) test ./analyze -run '^$$' -fuzz '^FuzzParseBenchServing$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./alerts -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/optics -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/ethtoolnl -run '^$$' -fuzz '^FuzzDecodeFECReply$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -f $(BIN) $(ANALYZE_BIN)

@@ -42,7 +42,16 @@ type Config struct {
 	RoCECNPIgnoredPerSecond    float64 `yaml:"roceCNPIgnoredPerSecond"`
 	CrossNUMALocalRatio        float64 `yaml:"crossNUMALocalRatio"`
 	CrossNUMAMinBytes          float64 `yaml:"crossNUMAMinBytes"`
-	For                        struct {
+	// Physical path (issue 22)
+	PCIeBusyGPUUtilization   float64 `yaml:"pcieBusyGPUUtilization"`
+	PCIeBusyRDMABits         float64 `yaml:"pcieBusyRDMABits"`
+	PCIeCorrectablePerMinute float64 `yaml:"pcieCorrectablePerMinute"`
+	PCIeErrorWindow          string  `yaml:"pcieErrorWindow"`
+	PreFECBERMax             float64 `yaml:"preFECBERMax"`
+	FECErrorWindow           string  `yaml:"fecErrorWindow"`
+	NVLinkErrorsPerMinute    float64 `yaml:"nvlinkErrorsPerMinute"`
+	NVLinkErrorWindow        string  `yaml:"nvlinkErrorWindow"`
+	For                      struct {
 		NCCL   string `yaml:"nccl"`
 		Short  string `yaml:"short"`
 		Medium string `yaml:"medium"`
@@ -70,6 +79,7 @@ func ParseConfig(b []byte) (Config, error) {
 	// sglangSelector may be empty: SGLang's sglang:* names are unique too.
 	for name, v := range map[string]string{"exporterSelector": c.ExporterSelector,
 		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "railHistoryWindow": c.RailHistoryWindow,
+		"pcieErrorWindow": c.PCIeErrorWindow, "fecErrorWindow": c.FECErrorWindow, "nvlinkErrorWindow": c.NVLinkErrorWindow,
 		"clusterLabel": c.ClusterLabel, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
 		if strings.TrimSpace(v) == "" {
 			return c, fmt.Errorf("alerts config: %s is empty", name)
@@ -123,6 +133,10 @@ func Render(c Config) ([]byte, error) {
 		"PFCPauseOccupancy": num(c.PFCPauseOccupancy), "PFCPauseOccupancyPct": num(c.PFCPauseOccupancy * 100),
 		"RoCERetransPerSecond": num(c.RoCERetransPerSecond), "RoCECNPIgnoredPerSecond": num(c.RoCECNPIgnoredPerSecond),
 		"CrossNUMALocalRatio": num(c.CrossNUMALocalRatio), "CrossNUMAMinBytes": num(c.CrossNUMAMinBytes),
+		"PCIeBusyGPUUtilization": num(c.PCIeBusyGPUUtilization), "PCIeBusyRDMABits": num(c.PCIeBusyRDMABits),
+		"PCIeCorrectablePerMinute": num(c.PCIeCorrectablePerMinute), "PCIeErrorWindow": c.PCIeErrorWindow,
+		"PreFECBERMax": num(c.PreFECBERMax), "FECErrorWindow": c.FECErrorWindow,
+		"NVLinkErrorsPerMinute": num(c.NVLinkErrorsPerMinute), "NVLinkErrorWindow": c.NVLinkErrorWindow,
 		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow, "RailHistoryWindow": c.RailHistoryWindow,
 	}
 	t, err := template.New("rules").Delims("<%", "%>").Option("missingkey=error").Parse(rulesTemplate)

@@ -59,11 +59,13 @@ type Spec struct {
 // Specs is the table of all collectors, sorted by name. cmd/fabric_exporter
 // generates --[no-]collector.<name> flags from it.
 var Specs = []Spec{
-	{Name: "gpu", Default: true, Help: "GPU activity (DCGM profiling fields 1001-1005, 1009, 1010, or NVML GPM), inventory and compute processes.", Flags: gpuFlags, New: newGPUCollector},
+	{Name: "gpu", Default: true, Help: "GPU activity (DCGM profiling fields 1001-1005, 1009, 1010, or NVML GPM), inventory, compute processes and NVLink state, errors and traffic (NVML).", Flags: gpuFlags, New: newGPUCollector},
 	{Name: "nccl", Default: true, Help: "NCCL INFO logs (--collector.nccl.log-path): the network and transports each NCCL process uses (IB/RoCE with GPU Direct RDMA or the TCP socket fallback), its devices, version and warnings. Without a log path it reports no data.", Flags: ncclFlags, New: newNCCLCollector},
 	{Name: "netdev", Default: true, Help: "Network interface statistics, link state and speed from sysfs class/net (rail netdevs and physical NICs).", Flags: netdevFlags, New: newNetdevCollector},
 	{Name: "numa", Default: true, Help: "Per NUMA node: numastat allocation counters, memory total/free and CPUs from sysfs devices/system/node.", New: newNumaCollector},
+	{Name: "pcie", Default: true, Help: "PCIe link health on the path of every GPU and RDMA device up to its root port: current, maximum and supported link speed and width, AER error counters, from sysfs.", New: newPCIeCollector},
 	{Name: "pfc", Default: true, Help: "PFC and pause counters, pause storms, PHY discards and vport RDMA bytes from ethtool -S of rail netdevs.", Flags: pfcFlags, New: newPFCCollector},
+	{Name: "phy", Default: true, Help: "Physical layer of the rail netdevs through ethtool netlink: FEC mode and statistics (every scrape), and the optical module's identity, DOM monitors and thresholds (SFF-8636, CMIS; read in the background).", Flags: phyFlags, New: newPhyCollector},
 	{Name: "process", Default: true, Help: "Serving processes (SGLang by default, and GPU processes): NUMA placement of their memory, CPU, allowed NUMA nodes, allow-listed NCCL environment variables and whether the rail RDMA devices are visible in their container, from /proc.", Flags: processFlags, New: newProcessCollector},
 	{Name: "rdma", Default: true, Help: "RDMA ports: counters, every hw_counter, link state, rate, device info and rails from sysfs class/infiniband.", Flags: rdmaFlags, New: newRDMACollector},
 	{Name: "topology", Default: true, Help: "GPUs, RDMA devices and PCI NICs in the sysfs PCI tree, and the nvidia-smi path class (PIX/PXB/PHB/NODE/SYS) between each GPU and RDMA device and between GPUs.", New: newTopologyCollector},

@@ -30,6 +30,7 @@ type Options struct {
 	PFC     PFCOptions
 	Process ProcessOptions
 	NCCL    NCCLOptions
+	Phy     PhyOptions
 
 	// GPUPIDs returns the PIDs of the processes running on the host's GPUs
 	// (compute processes, as NVML lists them), for the process collector to

@@ -217,6 +217,7 @@ func TestAlertingEndToEnd(t *testing.T) {
 			n.counters[filepath.Join(n.sys, "class/net", nd, "statistics/tx_bytes")] = 13906677385
 		}
 		args := []string{"--web.listen-address=" + n.addr, "--path.sysfs=" + n.sys, "--collector.pfc.ethtool-fixtures=" + n.eth,
+			"--collector.phy.fixtures=" + filepath.Join(repo, "collector/fixtures/phy"),
 			"--collector.gpu.interval=1s", "--collector.process.numa-maps-interval=1s"}
 		switch name {
 		case "placement":

@@ -26,6 +26,7 @@ const (
 	goldenPath  = "../../collector/fixtures/e2e-output.txt"
 	fixtureSys  = "../../collector/fixtures/sys"
 	fixtureEth  = "../../collector/fixtures/ethtool"
+	fixturePhy  = "../../collector/fixtures/phy"
 	fixtureGPU  = "../../collector/fixtures/gpu/dcgm-8gpu.json"
 	fixtureProc = "../../collector/fixtures/proc"
 	fixtureLog  = "../../collector/fixtures/nccl"
@@ -127,7 +128,7 @@ func get(t *testing.T, url string) string {
 }
 
 // volatile matches series whose values change between runs.
-var volatile = regexp.MustCompile(`^(# (HELP|TYPE) )?(go_|process_|promhttp_|fabric_exporter_build_info|fabric_scrape_collector_duration_seconds)`)
+var volatile = regexp.MustCompile(`^(# (HELP|TYPE) )?(go_|process_|promhttp_|fabric_exporter_build_info|fabric_scrape_collector_duration_seconds|fabric_transceiver_read_timestamp_seconds)`)
 
 func stable(metrics string) string {
 	var b strings.Builder
@@ -145,7 +146,7 @@ func stable(metrics string) string {
 func TestEndToEnd(t *testing.T) {
 	logDir := ncclLogDir(t)
 	addr, logs := startExporterWith(t, ncclLogsRead, "--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--collector.pfc.ethtool-fixtures="+fixtureEth,
-		"--collector.gpu.fixture="+fixtureGPU,
+		"--collector.gpu.fixture="+fixtureGPU, "--collector.phy.fixtures="+fixturePhy,
 		"--collector.nccl.log-path="+filepath.Join(logDir, "*.log"), "--collector.nccl.retention=0")
 	raw := get(t, "http://"+addr+"/metrics")
 	got := stable(raw)
@@ -287,7 +288,7 @@ func TestNoRDMAHost(t *testing.T) {
 
 func TestLandingPage(t *testing.T) {
 	addr, _ := startExporter(t, "--path.sysfs="+fixtureSys, "--rail=rail0=mlx5_0:1", "--rail=rail1=mlx5_3",
-		"--collector.pfc.ethtool-fixtures="+fixtureEth, "--path.procfs=/nonexistent/proc")
+		"--collector.pfc.ethtool-fixtures="+fixtureEth, "--collector.phy.fixtures="+fixturePhy, "--path.procfs=/nonexistent/proc")
 	page := get(t, "http://"+addr+"/")
 	for _, want := range []string{"<tr><td>rdma</td><td>ok</td><td></td></tr>", "<tr><td>pfc</td><td>ok</td><td></td></tr>",
 		"<tr><td>nccl</td><td>not_configured</td><td>no --collector.nccl.log-path</td></tr>",
@@ -327,8 +328,8 @@ func TestWrongPathsLoudAndRecover(t *testing.T) {
 	host := t.TempDir()
 	sys, proc := filepath.Join(host, "sys"), filepath.Join(host, "proc")
 	addr, logs := startExporter(t, "--path.sysfs="+sys, "--path.procfs="+proc, "--path.rootfs="+filepath.Join(host, "root"),
-		"--collector.pfc.ethtool-fixtures="+fixtureEth, "--no-collector.gpu")
-	for _, c := range []string{"netdev", "numa", "pfc", "rdma", "topology"} {
+		"--collector.pfc.ethtool-fixtures="+fixtureEth, "--collector.phy.fixtures="+fixturePhy, "--no-collector.gpu")
+	for _, c := range []string{"netdev", "numa", "pcie", "pfc", "phy", "rdma", "topology"} {
 		if n := countLines(logs.String(), "level=warn", "collector="+c+" ", "state=source_missing", "path="+sys, `fix="mount the host's /sys there (docker run -v /sys:/host/sys:ro`); n != 1 {
 			t.Errorf("%s: %d warn lines with path and fix at startup, want 1:\n%s", c, n, logs)
 		}
@@ -355,7 +356,7 @@ func TestWrongPathsLoudAndRecover(t *testing.T) {
 	copyDir(t, fixtureSys, sys)
 	copyDir(t, fixtureProc, proc)
 	raw = get(t, "http://"+addr+"/metrics")
-	for _, c := range []string{"netdev", "numa", "pfc", "process", "rdma", "topology"} {
+	for _, c := range []string{"netdev", "numa", "pcie", "pfc", "phy", "process", "rdma", "topology"} {
 		if !strings.Contains(raw, `fabric_collector_state_info{collector="`+c+`",reason="",state="ok"} 1`) {
 			t.Errorf("%s did not recover:\n%s", c, grep(raw, "collector_state"))
 		}
@@ -363,8 +364,8 @@ func TestWrongPathsLoudAndRecover(t *testing.T) {
 	if !strings.Contains(raw, "fabric_rdma_port_up{") {
 		t.Error("no RDMA series after recovery")
 	}
-	if n := countLines(logs.String(), "level=info", "state=ok", "previous=source_missing"); n != 6 {
-		t.Errorf("%d recoveries logged, want 6:\n%s", n, logs)
+	if n := countLines(logs.String(), "level=info", "state=ok", "previous=source_missing"); n != 8 {
+		t.Errorf("%d recoveries logged, want 8:\n%s", n, logs)
 	}
 }
 
@@ -444,7 +445,7 @@ func grep(s, sub string) string {
 // the NCCL variables are exported, no secret reaches the scrape or the log.
 func TestProcessSecrets(t *testing.T) {
 	addr, logs := startExporter(t, "--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--log.level=debug",
-		"--collector.pfc.ethtool-fixtures="+fixtureEth)
+		"--collector.pfc.ethtool-fixtures="+fixtureEth, "--collector.phy.fixtures="+fixturePhy)
 	raw := get(t, "http://"+addr+"/metrics") + get(t, "http://"+addr+"/metrics")
 	if !strings.Contains(raw, `fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_SOCKET_IFNAME",pid="4310",value="eth1"} 1`) {
 		t.Fatalf("no NCCL variables in the scrape:\n%s", grep(raw, "nccl"))

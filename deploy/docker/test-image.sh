@@ -191,8 +191,9 @@ docker run -d --name "$name" --read-only \
   -v "$REPO/collector/fixtures/sys:/host/sys:ro" \
   -v "$REPO/collector/fixtures/ethtool:/fixtures/ethtool:ro" \
   -v "$REPO/collector/fixtures/gpu:/fixtures/gpu:ro" \
+  -v "$REPO/collector/fixtures/phy:/fixtures/phy:ro" \
   "$IMAGE" \
-  --collector.pfc.ethtool-fixtures=/fixtures/ethtool \
+  --collector.pfc.ethtool-fixtures=/fixtures/ethtool --collector.phy.fixtures=/fixtures/phy \
   --collector.gpu.fixture=/fixtures/gpu/dcgm-8gpu.json >/dev/null || die "docker run"
 
 hostport=$(docker port "$name" 10470/tcp | head -1)
