@@ -30,6 +30,8 @@ type Options struct {
 	PFC     PFCOptions
 	Process ProcessOptions
 	NCCL    NCCLOptions
+	// NCCLInspector configures the nccl-inspector collector.
+	NCCLInspector NCCLInspectorOptions
 
 	// GPUPIDs returns the PIDs of the processes running on the host's GPUs
 	// (compute processes, as NVML lists them), for the process collector to
