@@ -50,6 +50,7 @@ demo: build
 	  --collector.pfc.ethtool-fixtures=collector/fixtures/ethtool \
 	  --collector.gpu.fixture=collector/fixtures/gpu/dcgm-8gpu.json \
 	  --collector.nccl.log-path='collector/fixtures/nccl/*.log' --collector.nccl.retention=0 \
+	  --collector.nccl-inspector.dump-dir=collector/fixtures/nccl-inspector/json --collector.nccl-inspector.retention=0 \
 	  --web.listen-address=$(DEMO_ADDR)
 
 # Re-render alerts/fabric-rules.yml from alerts/rules.yml.tmpl and alerts/config.yml,
