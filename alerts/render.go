@@ -42,7 +42,9 @@ type Config struct {
 	RoCECNPIgnoredPerSecond    float64 `yaml:"roceCNPIgnoredPerSecond"`
 	CrossNUMALocalRatio        float64 `yaml:"crossNUMALocalRatio"`
 	CrossNUMAMinBytes          float64 `yaml:"crossNUMAMinBytes"`
-	For                        struct {
+	// NCCLBusBandwidthLow: bus bandwidth below this fraction of a rail's link speed.
+	NCCLInspectorBusBandwidthRatio float64 `yaml:"ncclInspectorBusBandwidthRatio"`
+	For                            struct {
 		Short  string `yaml:"short"`
 		Medium string `yaml:"medium"`
 		Long   string `yaml:"long"`
@@ -73,6 +75,9 @@ func ParseConfig(b []byte) (Config, error) {
 		if strings.TrimSpace(v) == "" {
 			return c, fmt.Errorf("alerts config: %s is empty", name)
 		}
+	}
+	if r := c.NCCLInspectorBusBandwidthRatio; !(r > 0 && r <= 1) {
+		return c, fmt.Errorf("alerts config: ncclInspectorBusBandwidthRatio %v: must be in (0, 1]", r)
 	}
 	return c, nil
 }
@@ -121,6 +126,7 @@ func Render(c Config) ([]byte, error) {
 		"CrossNUMALocalRatio": num(c.CrossNUMALocalRatio), "CrossNUMAMinBytes": num(c.CrossNUMAMinBytes),
 		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow, "RailHistoryWindow": c.RailHistoryWindow,
 	}
+	data["NCCLInspectorBusBandwidthRatio"] = num(c.NCCLInspectorBusBandwidthRatio)
 	t, err := template.New("rules").Delims("<%", "%>").Option("missingkey=error").Parse(rulesTemplate)
 	if err != nil {
 		return nil, err
