@@ -465,3 +465,28 @@ func FuzzInspectorProm(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkInspectorJSONFollow measures the JSON mode end to end (follow,
+// parse, sum) on the real H200 dump repeated to 64 MiB:
+// go test ./collector -run XXX -bench InspectorJSONFollow -benchtime 5x
+func BenchmarkInspectorJSONFollow(b *testing.B) {
+	src, err := os.ReadFile(filepath.Join(inspectorFixtures, "json", "vm-pid692.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	data := []byte(strings.Repeat(string(src), (64<<20)/len(src)))
+	writeFile(b, filepath.Join(dir, "vm-pid692.log"), string(data))
+	lines := strings.Count(string(data), "\n")
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c := newTestInspector(b, NCCLInspectorOptions{DumpDir: dir})
+		c.poll()
+		if int(c.lines) != lines || c.unparsed != 0 {
+			b.Fatalf("read %v lines (%v unparsed), want %d", c.lines, c.unparsed, lines)
+		}
+	}
+	b.ReportMetric(float64(lines)*float64(b.N)/b.Elapsed().Seconds(), "lines/s")
+}
