@@ -448,6 +448,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--collector.nccl.log-path=/var/log/[nccl"}, "collector.nccl.log-path"},
 		{[]string{"--collector.nccl.max-processes=0"}, "max-processes 0: must be at least 1"},
 		{[]string{"--collector.nccl.poll-interval=1ms"}, "poll-interval 1ms: must be at least 10ms"},
+		{[]string{"--collector.nccl-inspector.max-communicators=0"}, "max-communicators 0: must be at least 1"},
+		{[]string{"--collector.nccl-inspector.poll-interval=1ms"}, "nccl-inspector.poll-interval 1ms: must be at least 10ms"},
+		{[]string{"--collector.nccl-inspector.retention=-1s"}, "nccl-inspector.retention -1s: must not be negative"},
 	} {
 		out, err := exec.Command(binary, append(tc.args, "--web.listen-address="+testenv.FreeAddr(t))...).CombinedOutput()
 		if err == nil {
