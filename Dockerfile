@@ -10,7 +10,9 @@
 #     fabric_exporter
 #
 # (add `--runtime nvidia` or `--gpus all` for the gpu collector; README,
-# "Install"). Both base images are build arguments so that a mirror or a
+# "Install"). The image carries the exporter only: the benchmark analysis,
+# fabric_analyze, runs wherever Prometheus is reachable (make build-analyze)
+# and keeps its plotting libraries out of this privileged image. Both base images are build arguments so that a mirror or a
 # locally built stand-in can replace them (deploy/docker/test-image.sh does).
 ARG GO_IMAGE=golang:1.26-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim
@@ -38,7 +40,8 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN go build -trimpath -o /out/fabric_exporter -ldflags "\
+# -w: no DWARF (as `make build`): stack traces and pprof do not need it.
+RUN go build -trimpath -o /out/fabric_exporter -ldflags "-w \
       -X github.com/prometheus/common/version.Version=${VERSION} \
       -X github.com/prometheus/common/version.Revision=${REVISION} \
       -X github.com/prometheus/common/version.Branch=${BRANCH} \

@@ -45,6 +45,7 @@ type Config struct {
 	// NCCLBusBandwidthLow: bus bandwidth below this fraction of a rail's link speed.
 	NCCLInspectorBusBandwidthRatio float64 `yaml:"ncclInspectorBusBandwidthRatio"`
 	For                            struct {
+		NCCL   string `yaml:"nccl"`
 		Short  string `yaml:"short"`
 		Medium string `yaml:"medium"`
 		Long   string `yaml:"long"`
@@ -75,6 +76,9 @@ func ParseConfig(b []byte) (Config, error) {
 		if strings.TrimSpace(v) == "" {
 			return c, fmt.Errorf("alerts config: %s is empty", name)
 		}
+	}
+	if strings.TrimSpace(c.For.NCCL) == "" {
+		return c, fmt.Errorf("alerts config: for.nccl is empty")
 	}
 	if r := c.NCCLInspectorBusBandwidthRatio; !(r > 0 && r <= 1) {
 		return c, fmt.Errorf("alerts config: ncclInspectorBusBandwidthRatio %v: must be in (0, 1]", r)

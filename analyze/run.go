@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 )
 
-// Config is one invocation of `fabric_exporter analyze`.
+// Config is one invocation of `fabric_analyze`.
 type Config struct {
 	PrometheusURL string
 	// Sweep and Compare are sweep sources (YAML/CSV sweep files or

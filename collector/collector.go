@@ -84,7 +84,7 @@ var (
 	scrapeDuration = NewFamily("fabric_scrape_collector_duration_seconds",
 		"Duration of a collector's update during this scrape.", prometheus.GaugeValue, "collector")
 	scrapeSuccess = NewFamily("fabric_scrape_collector_success",
-		"1 if the collector's update succeeded in this scrape, 0 if it failed or its source is absent on this host.", prometheus.GaugeValue, "collector")
+		"1 if the collector worked in this scrape (state ok, not_configured or no_hardware), 0 if it failed or a configured source is missing (state failed or source_missing; see fabric_collector_state_info).", prometheus.GaugeValue, "collector")
 	scrapeReadErrors = NewFamily("fabric_scrape_read_errors_total",
 		"Values, files or devices a collector skipped because they could not be read or parsed; the rest of the scrape went on.", prometheus.CounterValue, "collector")
 )

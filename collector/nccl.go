@@ -121,6 +121,11 @@ type ncclProc struct {
 	// name no network for this process.
 	listsVoid bool
 	netLogs   uint8 // evidence debug lines logged
+	// initFail is the WARN that said NCCL's init found no network ("" when
+	// none, or when a later communicator completed its init); while set,
+	// the process reports fabric_nccl_init_failure_info and no network.
+	initFail  string
+	initFailS *Series
 }
 
 type ncclCollector struct {
@@ -154,6 +159,7 @@ type ncclCollector struct {
 	chunkMod int64 // mtime of the file being read
 
 	netInfo, conns, devInfo, ifInfo, info, warnings, lastLog, envInfo, gdrOff *Family
+	initFail                                                                  *Family
 	linesS, unparsedS, trackedS, bytesS, evictedS, filesS, backlogS           *Series
 }
 
@@ -229,6 +235,9 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 		gdrOff: NewFamily("fabric_nccl_gdr_disabled_info",
 			"GPU Direct RDMA disabled for a device (\"NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)\"); reason is the text in parentheses (no module: nvidia-peermem is not loaded).",
 			gauge, "host", "pid", "net", "device", "reason"),
+		initFail: NewFamily("fabric_nccl_init_failure_info",
+			"NCCL init of the process found no usable network (\"Failed to initialize any NET plugin\", \"Error: network IB not found.\"); reason is that WARN message. Such a process has no fabric_nccl_net_info.",
+			gauge, "host", "pid", "reason"),
 	}
 	c.linesS = NewFamily("fabric_nccl_log_lines_total", "Lines read from NCCL log files.", counter).With()
 	c.unparsedS = NewFamily("fabric_nccl_log_unparsed_lines_total",
@@ -329,9 +338,16 @@ func (c *ncclCollector) line(f *ncclFile, line []byte) {
 	switch l.kind {
 	case ncclWarn:
 		p.warnings++
+		if isNCCLInitFailure(l.msg) {
+			c.setInitFailure(p, l.msg)
+		}
 	case ncclInfo:
 		if m := l.msg; len(m) > 0 && (m[0] == 'C' && bytes.HasPrefix(m, msgChannel) || m[0] == 'R' && bytes.HasPrefix(m, msgRing)) {
 			c.connection(p, m)
+			return
+		}
+		if p.initFailS != nil && isNCCLInitComplete(l.msg) {
+			p.initFail, p.initFailS = "", nil
 			return
 		}
 		classifyNCCLMessageTo(l.msg, &c.ev)
@@ -548,6 +564,15 @@ var socketNet = []byte("Socket")
 // maxNCCLNetLogs bounds the evidence debug lines of one process (a log
 // that flips between networks would otherwise log every line).
 const maxNCCLNetLogs = 16
+
+// setInitFailure records that the process's NCCL init found no network.
+func (c *ncclCollector) setInitFailure(p *ncclProc, msg []byte) {
+	if p.initFailS != nil && string(msg) == p.initFail {
+		return
+	}
+	p.initFail = boundLabel(msg)
+	p.initFailS = c.initFail.With(p.host, p.pid, p.initFail)
+}
 
 // setNet records the network; a more certain source replaces a less
 // certain one, and the latest "Using network" wins. A change is logged at
@@ -772,15 +797,21 @@ func (c *ncclCollector) Update(ctx context.Context, b *Batch) error {
 		sort.Slice(c.sorted, func(i, j int) bool { return c.sorted[i].key < c.sorted[j].key })
 	}
 	for _, p := range c.sorted {
-		b.Add(p.netS, 1)
+		if p.initFailS != nil {
+			// No network, devices or interfaces, whatever the log said
+			// before the failure ("NET/IB : Using [RO]; OOB …").
+			b.Add(p.initFailS, 1)
+		} else {
+			b.Add(p.netS, 1)
+			for _, s := range p.devices {
+				b.Add(s, 1)
+			}
+			for _, s := range p.ifaces {
+				b.Add(s, 1)
+			}
+		}
 		for _, e := range p.conns {
 			b.Add(e.s, e.n)
-		}
-		for _, s := range p.devices {
-			b.Add(s, 1)
-		}
-		for _, s := range p.ifaces {
-			b.Add(s, 1)
 		}
 		b.Add(p.infoS, 1)
 		for _, e := range p.env {

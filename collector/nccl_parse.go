@@ -813,3 +813,44 @@ func splitNCCLVersion(v []byte) (version, cuda []byte) {
 	}
 	return version, cuda
 }
+
+// NCCL init failures. When NCCL finds no network at all, communicator init
+// fails; these WARN messages (format strings from NCCL's source) say so:
+//
+//	2.27+       plugin/net.cc  "Failed to initialize any NET plugin"
+//	2.12–2.26   net.cc         "Error: network %s not found."
+//	2.4+        net_socket.cc  "NET/Socket : no interface found" (the socket
+//	            transport is initialised only after every other net failed)
+//	2.4+        bootstrap.cc   "Bootstrap : no socket interface found"
+//
+// The init then unwinds with "file:line -> 5" INFO lines (ncclInvalidUsage).
+// Not failures: the INFO "Failed to initialize NET plugin IB" of 2.28 (NCCL
+// goes on to the next plugin), and "NET/IB : Using [RO]; OOB …" after
+// "NET/IB : No device found." (a device list without devices).
+var (
+	msgNoNetPlugin   = []byte("Failed to initialize any NET plugin")
+	msgNetworkPrefix = []byte("Error: network ")
+	msgNotFound      = []byte(" not found")
+	msgNoSocketIf    = []byte("NET/Socket : no interface found")
+	msgNoBootstrapIf = []byte("Bootstrap : no socket interface found")
+	msgInitComplete  = []byte(" - Init COMPLETE")
+)
+
+// isNCCLInitFailure reports whether a WARN message says that NCCL's init
+// found no usable network.
+func isNCCLInitFailure(msg []byte) bool {
+	switch {
+	case bytes.HasPrefix(msg, msgNoNetPlugin), bytes.HasPrefix(msg, msgNoSocketIf), bytes.HasPrefix(msg, msgNoBootstrapIf):
+		return true
+	case bytes.HasPrefix(msg, msgNetworkPrefix):
+		return bytes.Contains(msg[len(msgNetworkPrefix):], msgNotFound)
+	}
+	return false
+}
+
+// isNCCLInitComplete reports whether an INFO message is the line NCCL prints
+// when a communicator's init succeeded ("comm 0x… rank 0 nranks 2 … - Init
+// COMPLETE", every version since 2.4).
+func isNCCLInitComplete(msg []byte) bool {
+	return bytes.HasSuffix(msg, msgInitComplete)
+}

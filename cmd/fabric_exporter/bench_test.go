@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	stdgzip "compress/gzip"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/go-kit/log"
+	kgzip "github.com/klauspost/compress/gzip"
 
 	"github.com/fabric-exporter/fabric_exporter/collector"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
@@ -62,20 +65,61 @@ func BenchmarkScrapeHTTP(b *testing.B) {
 	}
 }
 
-// BenchmarkScrapeHandler is the server side of a scrape only.
+// BenchmarkScrapeHandler is the server side of a scrape only, uncompressed
+// and gzipped as Prometheus asks.
 func BenchmarkScrapeHandler(b *testing.B) {
 	for _, hcas := range []int{2, 8} {
-		b.Run(fmt.Sprintf("hcas=%d", hcas), func(b *testing.B) {
-			h := benchServer(b, hcas, "rdma")
-			req := httptest.NewRequest("GET", "/metrics", nil)
+		for _, enc := range []string{"identity", "gzip"} {
+			b.Run(fmt.Sprintf("hcas=%d/%s", hcas, enc), func(b *testing.B) {
+				h := benchServer(b, hcas, "rdma")
+				req := httptest.NewRequest("GET", "/metrics", nil)
+				req.Header.Set("Accept-Encoding", enc)
+				b.ReportAllocs()
+				for b.Loop() {
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, req)
+					if w.Code != 200 || (enc == "gzip") != (w.Header().Get("Content-Encoding") == "gzip") {
+						b.Fatal(w.Code, w.Header())
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkCompression compresses one 8-HCA rdma scrape body with the
+// candidates for the gzip answer; "bytes" is the compressed size.
+func BenchmarkCompression(b *testing.B) {
+	w := httptest.NewRecorder()
+	benchServer(b, 8, "rdma").ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	body := w.Body.Bytes()
+	type compressor interface {
+		io.WriteCloser
+		Reset(io.Writer)
+	}
+	for _, c := range []struct {
+		name string
+		new  func(io.Writer) compressor
+	}{
+		{"compress-gzip-1", func(w io.Writer) compressor { z, _ := stdgzip.NewWriterLevel(w, 1); return z }},
+		{"compress-gzip-6", func(w io.Writer) compressor { z, _ := stdgzip.NewWriterLevel(w, 6); return z }},
+		{"klauspost-1", func(w io.Writer) compressor { z, _ := kgzip.NewWriterLevel(w, 1); return z }},
+		{"klauspost-3", func(w io.Writer) compressor { z, _ := kgzip.NewWriterLevel(w, 3); return z }},
+		{"klauspost-6", func(w io.Writer) compressor { z, _ := kgzip.NewWriterLevel(w, 6); return z }},
+		{"klauspost-stateless", func(w io.Writer) compressor { z, _ := kgzip.NewWriterLevel(w, kgzip.StatelessCompression); return z }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var out bytes.Buffer
+			z := c.new(&out)
+			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, req)
-				if w.Code != 200 {
-					b.Fatal(w.Code)
-				}
+				out.Reset()
+				z.Reset(&out)
+				z.Write(body)
+				z.Close()
 			}
+			b.ReportMetric(float64(out.Len()), "bytes")
 		})
 	}
 }

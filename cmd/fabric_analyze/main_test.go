@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,8 +18,26 @@ import (
 )
 
 // The analysis itself is tested against a real Prometheus in ../../analyze;
-// these tests run the binary: the command line, its flags and exit codes,
-// and that the exporter is still the default command.
+// these tests run the binary: the command line, its flags and exit codes.
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fabric-analyze")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "fabric_analyze")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building fabric_analyze: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 func runBinary(t *testing.T, args ...string) (out string, code int) {
 	t.Helper()
@@ -31,33 +50,20 @@ func runBinary(t *testing.T, args ...string) (out string, code int) {
 	return string(b), 0
 }
 
-func TestHelpListsCommands(t *testing.T) {
+func TestHelp(t *testing.T) {
 	out, code := runBinary(t, "--help")
 	if code != 0 {
 		t.Fatalf("--help: exit %d\n%s", code, out)
 	}
-	for _, want := range []string{"--path.sysfs", "--web.listen-address", "--collector.rdma", "serve*", "analyze --prometheus.url=URL --sweep=FILE"} {
+	for _, want := range []string{"usage: fabric_analyze --prometheus.url=URL --sweep=FILE", "--selector.exporter=\"job=\\\"fabric\\\"\"", "--knee.threshold=0.05", "--bench.start-offset=1s", "--compare=FILE"} {
 		if !strings.Contains(out, want) {
-			t.Errorf("--help lacks %q", want)
+			t.Errorf("--help lacks %q:\n%s", want, out)
 		}
 	}
-	out, code = runBinary(t, "analyze", "--help")
-	if code != 0 {
-		t.Fatalf("analyze --help: exit %d\n%s", code, out)
-	}
-	for _, want := range []string{"--selector.exporter=\"job=\\\"fabric\\\"\"", "--knee.threshold=0.05", "--bench.start-offset=1s", "--compare=FILE"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("analyze --help lacks %q:\n%s", want, out)
+	for _, unwanted := range []string{"--path.sysfs", "--web.listen-address", "--collector."} {
+		if strings.Contains(out, unwanted) {
+			t.Errorf("--help has the exporter's flag %q", unwanted)
 		}
-	}
-}
-
-// TestServeCommand: "serve" may be named explicitly; flags before it are
-// the exporter's.
-func TestServeCommand(t *testing.T) {
-	addr, _ := startExporter(t, "--path.sysfs="+fixtureSys, "serve", "--collector.disable-defaults", "--collector.rdma")
-	if m := get(t, "http://"+addr+"/metrics"); !strings.Contains(m, `fabric_scrape_collector_success{collector="rdma"} 1`) {
-		t.Errorf("serve: no rdma collector:\n%s", grep(m, "collector_success"))
 	}
 }
 
@@ -119,7 +125,7 @@ func TestAnalyzeCommand(t *testing.T) {
 	sweep := filepath.Join(dir, "sweep.yaml")
 	os.WriteFile(sweep, []byte(cliSweep), 0o644)
 	out := filepath.Join(dir, "out")
-	stdout, code := runBinary(t, "analyze", "--prometheus.url="+srv.URL, "--sweep="+sweep, "--out="+out,
+	stdout, code := runBinary(t, "--prometheus.url="+srv.URL, "--sweep="+sweep, "--out="+out,
 		`--selector.exporter=job="x", cluster="c1"`, `--selector.sglang=job="y"`, "--direction=rx", "--knee.threshold=0.1")
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, stdout)
@@ -156,7 +162,7 @@ func TestAnalyzeCommand(t *testing.T) {
 	// A/B: the same windows under another name compare 1:1.
 	b := filepath.Join(dir, "b.csv")
 	os.WriteFile(b, []byte("name,concurrency,start,end\nb4,4,2026-11-02T10:12:00Z,2026-11-02T10:17:00Z\nb8,8,2026-11-02T10:18:00Z,2026-11-02T10:23:00Z\nb16,16,2026-11-02T10:24:00Z,2026-11-02T10:29:00Z\n"), 0o644)
-	stdout, code = runBinary(t, "analyze", "--prometheus.url="+srv.URL, "--sweep="+sweep, "--compare="+b, "--compare.name=other", "--out="+out, "--no-plots")
+	stdout, code = runBinary(t, "--prometheus.url="+srv.URL, "--sweep="+sweep, "--compare="+b, "--compare.name=other", "--out="+out, "--no-plots")
 	if code != 0 {
 		t.Fatalf("A/B: exit %d:\n%s", code, stdout)
 	}
@@ -184,12 +190,12 @@ func TestAnalyzeErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"analyze"}, 2, "required flag(s)"},
-		{[]string{"analyze", "--prometheus.url=" + down, "--sweep=" + good, "--direction=up"}, 2, "enum value must be one of tx,rx,both"},
-		{[]string{"analyze", "--prometheus.url=" + down, "--sweep=" + good, "--out=" + dir}, 1, "fabric_exporter analyze: cannot reach Prometheus at " + down},
-		{[]string{"analyze", "--prometheus.url=" + down, "--sweep=" + bad, "--out=" + dir}, 1, `fabric_exporter analyze: sweep: ` + bad + `:1: column "end" missing`},
-		{[]string{"analyze", "--prometheus.url=" + down, "--sweep=" + good, "--knee.threshold=5"}, 1, "knee threshold 5: want a fraction"},
-		{[]string{"analyze", "--prometheus.url=" + down, "--sweep=" + good, "--bench.timezone=Mars/Olympus"}, 1, "--bench.timezone"},
+		{[]string{}, 2, "required flag(s)"},
+		{[]string{"--prometheus.url=" + down, "--sweep=" + good, "--direction=up"}, 2, "enum value must be one of tx,rx,both"},
+		{[]string{"--prometheus.url=" + down, "--sweep=" + good, "--out=" + dir}, 1, "fabric_analyze: cannot reach Prometheus at " + down},
+		{[]string{"--prometheus.url=" + down, "--sweep=" + bad, "--out=" + dir}, 1, `fabric_analyze: sweep: ` + bad + `:1: column "end" missing`},
+		{[]string{"--prometheus.url=" + down, "--sweep=" + good, "--knee.threshold=5"}, 1, "knee threshold 5: want a fraction"},
+		{[]string{"--prometheus.url=" + down, "--sweep=" + good, "--bench.timezone=Mars/Olympus"}, 1, "--bench.timezone"},
 	} {
 		out, code := runBinary(t, tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.want) {

@@ -1,0 +1,118 @@
+// Command gpudrill is the NCCL socket-fallback fire drill: on a Linux host
+// with an NVIDIA GPU and PyTorch it runs two NCCL ranks over NET/Socket (two
+// ranks on one GPU, each with its own NCCL_HOSTID), with fabric_exporter,
+// Prometheus with the shipped rules and Alertmanager with the shipped
+// routing and a webhook receiver of its own, and checks end to end that
+// NCCLSocketFallback pages and names host, pid and interface, that
+// fabric_gpu_process_info joins the same PIDs to the GPU, and that a run
+// with NCCL_NET=IB and no usable device is reported as an NCCL init
+// failure (NCCLInitFailed), not as a network. It measures the time from the
+// first NCCL log line to the page, prints a report and exits 1 when a check
+// failed (2 when it could not run).
+//
+// Every trial gets a fresh exporter, Prometheus and Alertmanager (so each
+// page is a new alert group). Nothing outside --workdir is written; every
+// process it started is stopped before it exits; it refuses to run when one
+// of its ports is taken.
+//
+// --replay=DIR runs the same checks on recorded logs instead of PyTorch
+// (CI: collector/fixtures/nccl-drill).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	var cfg Config
+	flag.StringVar(&cfg.Repo, "repo", ".", "fabric_exporter repository root (alerts/fabric-rules.yml, deploy/lab/prometheus.yml, deploy/alertmanager/alertmanager.yml)")
+	flag.StringVar(&cfg.Exporter, "exporter", "./fabric_exporter", "fabric_exporter binary (make build)")
+	flag.StringVar(&cfg.Prometheus, "prometheus", "prometheus", "Prometheus binary")
+	flag.StringVar(&cfg.Alertmanager, "alertmanager", "", "Alertmanager binary (default: alertmanager or prometheus-alertmanager on PATH)")
+	flag.StringVar(&cfg.Python, "python", "python3", "Python with PyTorch (CUDA)")
+	flag.StringVar(&cfg.WorkDir, "workdir", "", "directory for everything the drill writes (default: a new one under $TMPDIR)")
+	flag.IntVar(&cfg.Trials, "trials", 3, "socket-fallback trials (time to page)")
+	flag.StringVar(&cfg.Replay, "replay", "", "replay the recorded logs of this directory instead of running PyTorch")
+	flag.StringVar(&cfg.Inspector, "inspector", "", "NCCL Inspector plugin (libnccl-profiler-inspector.so): JSON dumps in trial 1, Prometheus dumps in trial 2")
+	flag.StringVar(&cfg.SocketIf, "socket-ifname", "lo", "NCCL_SOCKET_IFNAME of the ranks")
+	flag.IntVar(&cfg.GPU, "gpu", 0, "CUDA device of both ranks")
+	flag.IntVar(&cfg.ExporterPort, "port.exporter", 19470, "exporter port on 127.0.0.1")
+	flag.IntVar(&cfg.PrometheusPort, "port.prometheus", 19090, "Prometheus port")
+	flag.IntVar(&cfg.AlertmanagerPort, "port.alertmanager", 19093, "Alertmanager port")
+	flag.IntVar(&cfg.WebhookPort, "port.webhook", 19094, "the drill's webhook receiver port")
+	flag.IntVar(&cfg.TorchPort, "port.torch", 19500, "torch.distributed rendezvous port")
+	flag.DurationVar(&cfg.PageTimeout, "page-timeout", 3*time.Minute, "how long to wait for a page")
+	flag.Parse()
+	cfg.Out = os.Stdout
+	os.Exit(run(cfg))
+}
+
+func run(cfg Config) int {
+	if cfg.Alertmanager == "" {
+		for _, n := range []string{"alertmanager", "prometheus-alertmanager"} {
+			if p, err := exec.LookPath(n); err == nil {
+				cfg.Alertmanager = p
+				break
+			}
+		}
+	}
+	for _, b := range []*string{&cfg.Exporter, &cfg.Prometheus, &cfg.Alertmanager} {
+		p, err := exec.LookPath(*b)
+		if *b == "" || err != nil {
+			fmt.Fprintf(os.Stderr, "gpudrill: %q not found (--exporter, --prometheus, --alertmanager)\n", *b)
+			return 2
+		}
+		*b, _ = filepath.Abs(p)
+	}
+	if cfg.Inspector != "" {
+		cfg.Inspector, _ = filepath.Abs(cfg.Inspector)
+	}
+	if cfg.Replay != "" {
+		cfg.Replay, _ = filepath.Abs(cfg.Replay)
+	}
+	if cfg.WorkDir == "" {
+		d, err := os.MkdirTemp("", "gpudrill-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gpudrill:", err)
+			return 2
+		}
+		cfg.WorkDir = d
+	} else if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "gpudrill:", err)
+		return 2
+	}
+	cfg.WorkDir, _ = filepath.Abs(cfg.WorkDir)
+	// An interrupt stops every process the drill started.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		fmt.Fprintln(os.Stderr, "gpudrill: interrupted; stopping everything it started")
+		killAll()
+		os.Exit(2)
+	}()
+	fmt.Fprintf(os.Stderr, "gpudrill: work dir %s\n", cfg.WorkDir)
+	res, err := Run(cfg)
+	if res != nil {
+		report := strings.Join(res.Lines, "\n") + "\n"
+		fmt.Fprint(cfg.Out, report)
+		os.WriteFile(filepath.Join(cfg.WorkDir, "report.txt"), []byte(report), 0o644)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gpudrill:", err)
+		return 2
+	}
+	if res.Failed() {
+		fmt.Fprintln(os.Stderr, "gpudrill: DETECTION FAILED (see the checks above)")
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,372 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// proc is a child process in its own process group (killed with its
+// children at the end).
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{}
+	err  error
+}
+
+func startProc(name, logPath string, env []string, bin string, args ...string) (*proc, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: f, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	started.Lock()
+	started.pgids = append(started.pgids, cmd.Process.Pid)
+	started.Unlock()
+	return p, nil
+}
+
+// started are the process groups the drill made (killAll on a signal).
+var started struct {
+	sync.Mutex
+	pgids []int
+}
+
+func killAll() {
+	started.Lock()
+	defer started.Unlock()
+	for _, g := range started.pgids {
+		syscall.Kill(-g, syscall.SIGKILL)
+	}
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM to the group, then SIGKILL after grace.
+func (p *proc) stop(grace time.Duration) {
+	if p == nil {
+		return
+	}
+	if !p.exited() {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	// whatever the group left behind
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	p.log.Close()
+}
+
+// portsFree refuses to run where a port is taken.
+func portsFree(ports ...int) error {
+	for _, port := range ports {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			return fmt.Errorf("port %d is taken (%v): the drill needs it free; choose others with the --port.* flags", port, err)
+		}
+		l.Close()
+	}
+	return nil
+}
+
+func waitHTTP(u string, timeout time.Duration, p *proc) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if p != nil && p.exited() {
+			return fmt.Errorf("%s exited before %s answered (see its log)", p.name, u)
+		}
+		if resp, err := http.Get(u); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not answer within %s", u, timeout)
+}
+
+// notification is one alert of one webhook delivery.
+type notification struct {
+	at          time.Time
+	receiver    string
+	status      string
+	labels      map[string]string
+	annotations map[string]string
+}
+
+// webhook is the Alertmanager receiver the drill owns.
+type webhook struct {
+	mu    sync.Mutex
+	notes []notification
+	raw   []string
+	srv   *http.Server
+}
+
+func (w *webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	at := time.Now()
+	b, _ := io.ReadAll(r.Body)
+	var msg struct {
+		Alerts []struct {
+			Status      string            `json:"status"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"alerts"`
+	}
+	if err := json.Unmarshal(b, &msg); err != nil {
+		http.Error(rw, err.Error(), 400)
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.raw = append(w.raw, at.UTC().Format(time.RFC3339Nano)+" "+r.URL.Path+" "+string(b))
+	for _, a := range msg.Alerts {
+		w.notes = append(w.notes, notification{at: at, receiver: strings.TrimPrefix(r.URL.Path, "/"), status: a.Status, labels: a.Labels, annotations: a.Annotations})
+	}
+}
+
+// first returns the first firing notification of alertname whose labels
+// match want (pid: any of pids), or false.
+func (w *webhook) first(alertname string, match func(map[string]string) bool) (notification, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, n := range w.notes {
+		if n.status == "firing" && n.labels["alertname"] == alertname && match(n.labels) {
+			return n, true
+		}
+	}
+	return notification{}, false
+}
+
+func startWebhook(port int) (*webhook, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return nil, err
+	}
+	w := &webhook{}
+	w.srv = &http.Server{Handler: w, ReadHeaderTimeout: 10 * time.Second}
+	go w.srv.Serve(l)
+	return w, nil
+}
+
+// shipped holds the settings the drill takes from the repository.
+type shipped struct {
+	scrapeInterval, evalInterval string // deploy/lab/prometheus.yml
+	pageGroupWait                string // deploy/alertmanager/alertmanager.yml, severity="page" route
+	ncclFor                      string // alerts/fabric-rules.yml, NCCLSocketFallback
+	am                           map[string]any
+}
+
+func loadShipped(repo string) (shipped, error) {
+	var s shipped
+	var prom struct {
+		Global struct {
+			Scrape string `yaml:"scrape_interval"`
+			Eval   string `yaml:"evaluation_interval"`
+		} `yaml:"global"`
+	}
+	if err := readYAML(filepath.Join(repo, "deploy/lab/prometheus.yml"), &prom); err != nil {
+		return s, err
+	}
+	s.scrapeInterval, s.evalInterval = prom.Global.Scrape, prom.Global.Eval
+	if err := readYAML(filepath.Join(repo, "deploy/alertmanager/alertmanager.yml"), &s.am); err != nil {
+		return s, err
+	}
+	if route, ok := s.am["route"].(map[string]any); ok {
+		s.pageGroupWait, _ = route["group_wait"].(string)
+		routes, _ := route["routes"].([]any)
+		for _, r := range routes {
+			rm, _ := r.(map[string]any)
+			ms, _ := rm["matchers"].([]any)
+			for _, m := range ms {
+				if ms, _ := m.(string); strings.ReplaceAll(ms, " ", "") == `severity="page"` {
+					if gw, ok := rm["group_wait"].(string); ok {
+						s.pageGroupWait = gw
+					}
+				}
+			}
+		}
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				For   string `yaml:"for"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := readYAML(filepath.Join(repo, "alerts/fabric-rules.yml"), &rules); err != nil {
+		return s, err
+	}
+	s.ncclFor = "0s"
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "NCCLSocketFallback" && r.For != "" {
+				s.ncclFor = r.For
+			}
+		}
+	}
+	return s, nil
+}
+
+func readYAML(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := yaml.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// writeAlertmanagerConfig writes the shipped routing with every receiver's
+// webhook pointed at the drill's webhook (path = receiver name).
+func writeAlertmanagerConfig(am map[string]any, path string, hookPort int) error {
+	recvs, _ := am["receivers"].([]any)
+	for _, r := range recvs {
+		rm, _ := r.(map[string]any)
+		name, _ := rm["name"].(string)
+		for k := range rm {
+			if k != "name" {
+				delete(rm, k)
+			}
+		}
+		rm["webhook_configs"] = []any{map[string]any{"url": fmt.Sprintf("http://127.0.0.1:%d/%s", hookPort, url.PathEscape(name)), "send_resolved": true}}
+	}
+	b, err := yaml.Marshal(am)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+func writePrometheusConfig(path, rules string, scrape, eval string, amPort, exporterPort int, instance string) error {
+	cfg := map[string]any{
+		"global":     map[string]any{"scrape_interval": scrape, "evaluation_interval": eval},
+		"rule_files": []string{rules},
+		"alerting": map[string]any{"alertmanagers": []any{map[string]any{"static_configs": []any{
+			map[string]any{"targets": []string{fmt.Sprintf("127.0.0.1:%d", amPort)}}}}}},
+		"scrape_configs": []any{map[string]any{"job_name": "fabric", "static_configs": []any{map[string]any{
+			"targets": []string{fmt.Sprintf("127.0.0.1:%d", exporterPort)},
+			"labels":  map[string]string{"cluster": "drill", "instance": instance}}}}},
+	}
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// sample is one element of a Prometheus instant vector.
+type sample struct {
+	labels map[string]string
+	value  float64
+}
+
+func query(promPort int, q string) ([]sample, error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/v1/query?query=%s", promPort, url.QueryEscape(q)))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, err
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("query %s: %s", q, r.Error)
+	}
+	var out []sample
+	for _, e := range r.Data.Result {
+		s := sample{labels: e.Metric}
+		if v, ok := e.Value[1].(string); ok {
+			s.value, _ = strconv.ParseFloat(v, 64)
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return fmt.Sprint(out[i].labels) < fmt.Sprint(out[j].labels) })
+	return out, nil
+}
+
+// procStat returns the CPU seconds (user+system) and resident set of pid.
+func procStat(pid int) (cpu float64, rssBytes, hwmBytes int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+2:]
+	}
+	f := strings.Fields(s)
+	if len(f) < 13 {
+		return 0, 0, 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	cpu = (ut + st) / 100 // USER_HZ
+	st2, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return cpu, 0, 0, err
+	}
+	for _, l := range strings.Split(string(st2), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmRSS":
+			rssBytes = n << 10
+		case "VmHWM":
+			hwmBytes = n << 10
+		}
+	}
+	return cpu, rssBytes, hwmBytes, nil
+}
