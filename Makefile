@@ -83,6 +83,7 @@ demo: build
 	  --collector.pfc.ethtool-fixtures=collector/fixtures/ethtool --collector.phy.fixtures=collector/fixtures/phy \
 	  --collector.gpu.fixture=collector/fixtures/gpu/dcgm-8gpu.json \
 	  --collector.nccl.log-path='collector/fixtures/nccl/*.log' --collector.nccl.retention=0 \
+	  --collector.nccl-inspector.dump-dir=collector/fixtures/nccl-inspector/json --collector.nccl-inspector.retention=0 \
 	  --web.listen-address=$(DEMO_ADDR)
 
 # Re-render alerts/fabric-rules.yml from alerts/rules.yml.tmpl and alerts/config.yml,
@@ -123,7 +124,7 @@ bench-nccl:
 	$(GO) run ./tools/ncclbench -runs 5
 
 fuzz:
-	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats FuzzParseCPUList FuzzParseNumaMaps FuzzParseProcStat FuzzParseProcStatus FuzzNcclEnv FuzzParseNCCLLine FuzzParseRail FuzzParseAER; do \
+	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats FuzzParseCPUList FuzzParseNumaMaps FuzzParseProcStat FuzzParseProcStatus FuzzNcclEnv FuzzParseNCCLLine FuzzInspectorJSON FuzzInspectorProm FuzzParseRail FuzzParseAER; do \
 	  echo "== $$t"; $(GO) test ./collector -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
 	$(GO) test ./analyze -run '^$$' -fuzz '^FuzzParseBenchServing$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./alerts -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)

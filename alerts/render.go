@@ -51,7 +51,9 @@ type Config struct {
 	FECErrorWindow           string  `yaml:"fecErrorWindow"`
 	NVLinkErrorsPerMinute    float64 `yaml:"nvlinkErrorsPerMinute"`
 	NVLinkErrorWindow        string  `yaml:"nvlinkErrorWindow"`
-	For                      struct {
+	// NCCLBusBandwidthLow: bus bandwidth below this fraction of a rail's link speed.
+	NCCLInspectorBusBandwidthRatio float64 `yaml:"ncclInspectorBusBandwidthRatio"`
+	For                            struct {
 		NCCL   string `yaml:"nccl"`
 		Short  string `yaml:"short"`
 		Medium string `yaml:"medium"`
@@ -87,6 +89,9 @@ func ParseConfig(b []byte) (Config, error) {
 	}
 	if strings.TrimSpace(c.For.NCCL) == "" {
 		return c, fmt.Errorf("alerts config: for.nccl is empty")
+	}
+	if r := c.NCCLInspectorBusBandwidthRatio; !(r > 0 && r <= 1) {
+		return c, fmt.Errorf("alerts config: ncclInspectorBusBandwidthRatio %v: must be in (0, 1]", r)
 	}
 	return c, nil
 }
@@ -139,6 +144,7 @@ func Render(c Config) ([]byte, error) {
 		"NVLinkErrorsPerMinute": num(c.NVLinkErrorsPerMinute), "NVLinkErrorWindow": c.NVLinkErrorWindow,
 		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow, "RailHistoryWindow": c.RailHistoryWindow,
 	}
+	data["NCCLInspectorBusBandwidthRatio"] = num(c.NCCLInspectorBusBandwidthRatio)
 	t, err := template.New("rules").Delims("<%", "%>").Option("missingkey=error").Parse(rulesTemplate)
 	if err != nil {
 		return nil, err

@@ -61,6 +61,7 @@ type Spec struct {
 var Specs = []Spec{
 	{Name: "gpu", Default: true, Help: "GPU activity (DCGM profiling fields 1001-1005, 1009, 1010, or NVML GPM), inventory, compute processes and NVLink state, errors and traffic (NVML).", Flags: gpuFlags, New: newGPUCollector},
 	{Name: "nccl", Default: true, Help: "NCCL INFO logs (--collector.nccl.log-path): the network and transports each NCCL process uses (IB/RoCE with GPU Direct RDMA or the TCP socket fallback), its devices, version and warnings. Without a log path it reports no data.", Flags: ncclFlags, New: newNCCLCollector},
+	{Name: "nccl-inspector", Default: true, Help: "NCCL Inspector profiler plugin output (--collector.nccl-inspector.dump-dir, JSON or Prometheus mode): bus bandwidth and operations per NCCL process and communicator, live. Without the directory it reports no data.", Flags: ncclInspectorFlags, New: newNCCLInspectorCollector},
 	{Name: "netdev", Default: true, Help: "Network interface statistics, link state and speed from sysfs class/net (rail netdevs and physical NICs).", Flags: netdevFlags, New: newNetdevCollector},
 	{Name: "numa", Default: true, Help: "Per NUMA node: numastat allocation counters, memory total/free and CPUs from sysfs devices/system/node.", New: newNumaCollector},
 	{Name: "pcie", Default: true, Help: "PCIe link health on the path of every GPU and RDMA device up to its root port: current, maximum and supported link speed and width, AER error counters, from sysfs.", New: newPCIeCollector},

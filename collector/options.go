@@ -31,6 +31,8 @@ type Options struct {
 	Process ProcessOptions
 	NCCL    NCCLOptions
 	Phy     PhyOptions
+	// NCCLInspector configures the nccl-inspector collector.
+	NCCLInspector NCCLInspectorOptions
 
 	// GPUPIDs returns the PIDs of the processes running on the host's GPUs
 	// (compute processes, as NVML lists them), for the process collector to

@@ -74,6 +74,7 @@ func writeInPlace(path, content string) error {
 type node struct {
 	name, addr, sys, eth string
 	proc, logs           string // fixture /proc (placement node), NCCL log directory (nccl node)
+	inspector            string // NCCL Inspector dump directory (nccl node)
 	args                 []string
 	cmd                  *exec.Cmd
 	mu                   sync.Mutex
@@ -235,6 +236,18 @@ func TestAlertingEndToEnd(t *testing.T) {
 			writeNCCL(t, filepath.Join(n.logs, "node7.4242.log"), ncclIB)
 			args = append(args, "--collector.gpu.fixture="+gpuFixture, "--collector.nccl.log-path="+filepath.Join(n.logs, "*.log"),
 				"--collector.nccl.retention=5s", "--collector.nccl.poll-interval=250ms")
+			// The NCCL Inspector's real dumps of the lent H200, both modes in
+			// one directory; the traffic loop appends operations to the JSON
+			// file of pid 692 (host vm: no NCCL log of that process here, so
+			// no join with a network and no NCCLBusBandwidthLow).
+			n.inspector = filepath.Join(tmp, name, "nccl-inspector")
+			os.MkdirAll(n.inspector, 0o755)
+			for _, mode := range []string{"json", "prom"} {
+				if err := fixturetree.Copy(filepath.Join(repo, "collector/fixtures/nccl-inspector", mode), n.inspector); err != nil {
+					t.Fatal(err)
+				}
+			}
+			args = append(args, "--collector.nccl-inspector.dump-dir="+n.inspector, "--collector.nccl-inspector.poll-interval=250ms")
 		default:
 			args = append(args, "--collector.gpu.fixture="+gpuFixture)
 		}
@@ -267,6 +280,7 @@ func TestAlertingEndToEnd(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Add(1)
+	sn := 1000
 	go func() {
 		defer wg.Done()
 		tick := time.NewTicker(250 * time.Millisecond)
@@ -315,6 +329,10 @@ func TestAlertingEndToEnd(t *testing.T) {
 					if fault("nccl") {
 						appendNCCL(filepath.Join(n.logs, "node7.5555.log"), "node7:5555:5555 [0] NCCL INFO AllReduce: opCount 1a2 sendbuff 0x7f sendcount 1048576 datatype 9 op 0 root 0 comm 0x5 [nranks=16] stream 0x1\n")
 					}
+				}
+				if n.inspector != "" {
+					sn++
+					appendNCCL(filepath.Join(n.inspector, "vm-pid692.log"), fmt.Sprintf(inspectorLine, sn))
 				}
 				n.mu.Unlock()
 			}
@@ -493,6 +511,12 @@ scrape_configs:
 		}
 	}
 
+	// The NCCL Inspector's bus bandwidth, through the recording rule: the
+	// operations the traffic loop appends run at 1.86 GB/s.
+	if v, err := prom.scalar(`sum(comm:fabric_nccl_inspector_bus_bandwidth_bytes_per_second:rate1m{instance="` + nccl.addr + `", pid="692", size="16-256MiB"})`); err != nil || v < 1.8e9 || v > 1.9e9 {
+		t.Errorf("NCCL Inspector bus bandwidth of pid 692: %v B/s (%v), want 1.86e9", v, err)
+	}
+
 	// The faults end; every alert resolves.
 	setFault("pfc", false)
 	setFault("retrans", false)
@@ -543,6 +567,11 @@ scrape_configs:
 		}
 	}
 }
+
+// inspectorLine is an operation as the NCCL Inspector writes it in JSON
+// mode (the fixture's format; %d: its sequence number): 64 MiB all-reduce
+// at 1.85 GB/s.
+const inspectorLine = `{"header":{"id":"0xa6ce86ab2388df","comm_name":"unknown","rank":0,"n_ranks":2,"nnodes":2},"metadata":{"inspector_output_format_version":"v4.0","git_rev":"unknown","rec_mechanism":"nccl_profiler_interface","dump_timestamp_us":1796165787531274,"hostname":"vm","pid":692},"coll_perf":{"coll":"AllReduce","coll_sn":%d,"coll_msg_size_bytes":67108864,"coll_exec_time_us":36068,"coll_timing_source":"kernel_gpu","coll_algobw_gbs":1.860621,"coll_busbw_gbs":1.860621}}` + "\n"
 
 type expectation struct {
 	alert, node, receiver string

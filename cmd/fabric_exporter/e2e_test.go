@@ -23,13 +23,14 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden file collector/fixtures/e2e-output.txt")
 
 const (
-	goldenPath  = "../../collector/fixtures/e2e-output.txt"
-	fixtureSys  = "../../collector/fixtures/sys"
-	fixtureEth  = "../../collector/fixtures/ethtool"
-	fixturePhy  = "../../collector/fixtures/phy"
-	fixtureGPU  = "../../collector/fixtures/gpu/dcgm-8gpu.json"
-	fixtureProc = "../../collector/fixtures/proc"
-	fixtureLog  = "../../collector/fixtures/nccl"
+	goldenPath       = "../../collector/fixtures/e2e-output.txt"
+	fixtureSys       = "../../collector/fixtures/sys"
+	fixtureEth       = "../../collector/fixtures/ethtool"
+	fixtureGPU       = "../../collector/fixtures/gpu/dcgm-8gpu.json"
+	fixtureProc      = "../../collector/fixtures/proc"
+	fixtureLog       = "../../collector/fixtures/nccl"
+	fixturePhy       = "../../collector/fixtures/phy"
+	fixtureInspector = "../../collector/fixtures/nccl-inspector"
 )
 
 var binary string
@@ -145,9 +146,12 @@ func stable(metrics string) string {
 // rewrites it. promtool (Debian's prometheus package) lints the scrape.
 func TestEndToEnd(t *testing.T) {
 	logDir := ncclLogDir(t)
-	addr, logs := startExporterWith(t, ncclLogsRead, "--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--collector.pfc.ethtool-fixtures="+fixtureEth,
+	inspDir := inspectorDir(t)
+	addr, logs := startExporterWith(t, ncclAndInspectorRead,
+		"--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--collector.pfc.ethtool-fixtures="+fixtureEth,
 		"--collector.gpu.fixture="+fixtureGPU, "--collector.phy.fixtures="+fixturePhy,
-		"--collector.nccl.log-path="+filepath.Join(logDir, "*.log"), "--collector.nccl.retention=0")
+		"--collector.nccl.log-path="+filepath.Join(logDir, "*.log"), "--collector.nccl.retention=0",
+		"--collector.nccl-inspector.dump-dir="+inspDir, "--collector.nccl-inspector.retention=0")
 	raw := get(t, "http://"+addr+"/metrics")
 	got := stable(raw)
 	if *update {
@@ -200,6 +204,42 @@ func ncclLogDir(t *testing.T) string {
 	return dir
 }
 
+// inspectorDir copies the NCCL Inspector fixtures of both modes (the real
+// JSON and .prom dumps of the lent H200) into one dump directory.
+func inspectorDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := filepath.Glob(filepath.Join(fixtureInspector, "*", "*"))
+	if err != nil || len(files) != 4 {
+		t.Fatalf("NCCL Inspector fixtures in %s: %v %v", fixtureInspector, files, err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// ncclAndInspectorRead is ncclLogsRead, and the nccl-inspector collector
+// has read both JSON files (200 lines each) and both .prom files; one
+// scrape per probe (every scrape counts the fixture's unreadable files
+// again in fabric_scrape_read_errors_total).
+func ncclAndInspectorRead(addr string) bool {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return ncclReady(b) && strings.Contains(string(b), "\nfabric_nccl_inspector_lines_total 400\n") &&
+		strings.Contains(string(b), "\nfabric_nccl_inspector_files{format=\"prom\"} 2\n")
+}
+
 // ncclLogsRead is ready once the nccl collector has read every log: its
 // follower runs in the background, so the first scrapes may come earlier.
 func ncclLogsRead(addr string) bool {
@@ -209,6 +249,10 @@ func ncclLogsRead(addr string) bool {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	return ncclReady(b)
+}
+
+func ncclReady(b []byte) bool {
 	return strings.Contains(string(b), "\nfabric_nccl_log_backlog_bytes 0\n") &&
 		regexp.MustCompile(`\nfabric_nccl_log_files [1-9]`).Match(b)
 }
@@ -405,6 +449,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--collector.nccl.log-path=/var/log/[nccl"}, "collector.nccl.log-path"},
 		{[]string{"--collector.nccl.max-processes=0"}, "max-processes 0: must be at least 1"},
 		{[]string{"--collector.nccl.poll-interval=1ms"}, "poll-interval 1ms: must be at least 10ms"},
+		{[]string{"--collector.nccl-inspector.max-communicators=0"}, "max-communicators 0: must be at least 1"},
+		{[]string{"--collector.nccl-inspector.poll-interval=1ms"}, "nccl-inspector.poll-interval 1ms: must be at least 10ms"},
+		{[]string{"--collector.nccl-inspector.retention=-1s"}, "nccl-inspector.retention -1s: must not be negative"},
 	} {
 		out, err := exec.Command(binary, append(tc.args, "--web.listen-address="+testenv.FreeAddr(t))...).CombinedOutput()
 		if err == nil {
