@@ -90,7 +90,7 @@ bench-nccl:
 	$(GO) run ./tools/ncclbench -runs 5
 
 fuzz:
-	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats FuzzParseCPUList FuzzParseNumaMaps FuzzParseProcStat FuzzParseProcStatus FuzzNcclEnv FuzzParseNCCLLine FuzzParseRail; do \
+	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats FuzzParseCPUList FuzzParseNumaMaps FuzzParseProcStat FuzzParseProcStatus FuzzNcclEnv FuzzParseNCCLLine FuzzParseRail FuzzParseCgroupFile; do \
 	  echo "== $$t"; $(GO) test ./collector -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
 	$(GO) test ./analyze -run '^$$' -fuzz '^FuzzParseBenchServing$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./alerts -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)

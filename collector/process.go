@@ -72,7 +72,7 @@ const (
 )
 
 // procFiles are the /proc/PID files whose failed reads are counted.
-var procFiles = []string{"cmdline", "environ", "numa_maps", procFileRoot, "stat", "status"}
+var procFiles = []string{"cgroup", "cmdline", "environ", "numa_maps", procFileRoot, "stat", "status"}
 
 // procFile is an open /proc file.
 type procFile interface {
@@ -130,13 +130,14 @@ type processCollector struct {
 	statusBuf [16 << 10]byte
 	chunk     []byte // numa_maps chunks
 	cmdBuf    []byte
+	cgBuf     []byte
 	envBuf    []byte
 
 	errCount  map[string]*Counter
 	errSeries map[string]*Series
 
-	selected, candidates                                                       *Series
-	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible *Family
+	selected, candidates                                                                  *Series
+	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, container *Family
 }
 
 // procCand is the selection cache of one PID of the last listing.
@@ -179,6 +180,11 @@ type procState struct {
 
 	visAt time.Time
 	vis   []procVis
+
+	cgAt     time.Time
+	cont     containerRef
+	inCont   bool
+	contInfo *Series
 }
 
 type procNuma struct {
@@ -243,6 +249,9 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 		nccl: NewFamily("fabric_process_nccl_env_info",
 			"An NCCL variable of the process's environment as it was at exec (/proc/PID/environ). Only an allow-list of NCCL variables is read; nothing else of the environment is exported or logged.",
 			g, "pid", "comm", "name", "value"),
+		container: NewFamily("fabric_process_container_info",
+			"The container of the process, from /proc/PID/cgroup (re-read every --collector.process.numa-maps-interval): runtime (docker, containerd, cri-o, podman; empty when the cgroup path does not say), the full 64-hex container_id and the Kubernetes pod_uid (empty outside Kubernetes). Absent for a process outside any recognised container.",
+			g, "pid", "comm", "runtime", "container_id", "pod_uid"),
 		visible: NewFamily("fabric_process_rdma_device_visible",
 			"1 if the verbs node of a rail's RDMA device (uverbsN, node=\"\" when the host has none) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0.",
 			g, "pid", "comm", "device", "node"),
@@ -545,6 +554,14 @@ func (c *processCollector) collectProcess(sel procSel, now time.Time, devices []
 		b.Add(e.s, 1)
 	}
 
+	if st.cgAt.IsZero() || now.Sub(st.cgAt) >= c.interval {
+		c.readCgroup(st)
+		st.cgAt = now
+	}
+	if st.inCont {
+		b.Add(st.contInfo, 1)
+	}
+
 	if len(devices) > 0 && (st.visAt.IsZero() || now.Sub(st.visAt) >= c.interval) {
 		c.checkVisibility(st, devices)
 		st.visAt = now
@@ -575,6 +592,41 @@ func (c *processCollector) bind(st *procState) {
 	for i := range st.vis {
 		st.vis[i].s = c.visible.With(p, comm, st.vis[i].device, st.vis[i].node)
 	}
+	if st.inCont {
+		st.contInfo = c.containerSeries(st)
+	}
+}
+
+// readCgroup reads the container of a process from /proc/PID/cgroup
+// (cgroup.go). A file that cannot be read or parsed leaves the process
+// without a container: no label rather than a wrong one.
+func (c *processCollector) readCgroup(st *procState) {
+	path := st.dir + "/cgroup"
+	if c.cgBuf == nil {
+		c.cgBuf = make([]byte, maxCgroupFile+1)
+	}
+	n, err := c.readInto(path, c.cgBuf)
+	if err == nil && n > maxCgroupFile {
+		err = fmt.Errorf("%w: %s is larger than %d bytes", errGarbage, path, maxCgroupFile)
+	}
+	if err != nil {
+		c.readError("cgroup", path, err)
+		st.inCont, st.contInfo = false, nil
+		return
+	}
+	ref, ok := parseCgroupFile(c.cgBuf[:n])
+	if !ok {
+		st.inCont, st.contInfo = false, nil
+		return
+	}
+	if !st.inCont || ref != st.cont {
+		st.cont, st.inCont = ref, true
+		st.contInfo = c.containerSeries(st)
+	}
+}
+
+func (c *processCollector) containerSeries(st *procState) *Series {
+	return c.container.With(st.pidS, st.comm, st.cont.runtime, st.cont.id, st.cont.podUID)
 }
 
 // addAllowed adds the NUMA nodes a process may run on and allocate from.
