@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/fakekubelet"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
@@ -144,8 +145,12 @@ func stable(metrics string) string {
 // rewrites it. promtool (Debian's prometheus package) lints the scrape.
 func TestEndToEnd(t *testing.T) {
 	logDir := ncclLogDir(t)
+	// The kubelet's pod-resources API, served by a real gRPC server with the
+	// fixture node's pods (internal/fakekubelet).
+	sock := filepath.Join(shortTempDir(t), "kubelet.sock")
+	fakekubelet.Serve(t, fakekubelet.NodeFixture(), sock)
 	addr, logs := startExporterWith(t, ncclLogsRead, "--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--collector.pfc.ethtool-fixtures="+fixtureEth,
-		"--collector.gpu.fixture="+fixtureGPU,
+		"--collector.gpu.fixture="+fixtureGPU, "--collector.kubernetes.pod-resources-socket="+sock,
 		"--collector.nccl.log-path="+filepath.Join(logDir, "*.log"), "--collector.nccl.retention=0")
 	raw := get(t, "http://"+addr+"/metrics")
 	got := stable(raw)
@@ -170,6 +175,17 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("exporter logged errors:\n%s", logs)
 	}
 	promtoolCheck(t, raw)
+}
+
+// shortTempDir is a temporary directory with a path short enough for a
+// unix socket (107 bytes; t.TempDir() can be longer).
+func shortTempDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "fe2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // ncclLogDir copies the NCCL log fixtures (the real sample logs) to a
