@@ -42,6 +42,8 @@ type Config struct {
 	RoCECNPIgnoredPerSecond    float64 `yaml:"roceCNPIgnoredPerSecond"`
 	CrossNUMALocalRatio        float64 `yaml:"crossNUMALocalRatio"`
 	CrossNUMAMinBytes          float64 `yaml:"crossNUMAMinBytes"`
+	KubernetesGPUResources     string  `yaml:"kubernetesGPUResources"`
+	KubernetesRDMAResources    string  `yaml:"kubernetesRDMAResources"`
 	For                        struct {
 		Short  string `yaml:"short"`
 		Medium string `yaml:"medium"`
@@ -69,7 +71,7 @@ func ParseConfig(b []byte) (Config, error) {
 	// sglangSelector may be empty: SGLang's sglang:* names are unique too.
 	for name, v := range map[string]string{"exporterSelector": c.ExporterSelector,
 		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "railHistoryWindow": c.RailHistoryWindow,
-		"clusterLabel": c.ClusterLabel, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
+		"clusterLabel": c.ClusterLabel, "kubernetesGPUResources": c.KubernetesGPUResources, "kubernetesRDMAResources": c.KubernetesRDMAResources, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
 		if strings.TrimSpace(v) == "" {
 			return c, fmt.Errorf("alerts config: %s is empty", name)
 		}
@@ -119,6 +121,7 @@ func Render(c Config) ([]byte, error) {
 		"PFCPauseOccupancy": num(c.PFCPauseOccupancy), "PFCPauseOccupancyPct": num(c.PFCPauseOccupancy * 100),
 		"RoCERetransPerSecond": num(c.RoCERetransPerSecond), "RoCECNPIgnoredPerSecond": num(c.RoCECNPIgnoredPerSecond),
 		"CrossNUMALocalRatio": num(c.CrossNUMALocalRatio), "CrossNUMAMinBytes": num(c.CrossNUMAMinBytes),
+		"KubeGPU": c.KubernetesGPUResources, "KubeRDMA": c.KubernetesRDMAResources,
 		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow, "RailHistoryWindow": c.RailHistoryWindow,
 	}
 	t, err := template.New("rules").Delims("<%", "%>").Option("missingkey=error").Parse(rulesTemplate)
