@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -69,6 +71,7 @@ type kubernetesCollector struct {
 	timeout time.Duration
 	gpus    func(context.Context) []GPUDevice
 	now     func() time.Time
+	dial    func(ctx context.Context, path string) (net.Conn, error) // replaceable in tests
 
 	mu      sync.Mutex
 	answer  *kubeAnswer // latest good answer
@@ -99,7 +102,7 @@ func newKubernetesCollector(env Env, o *Options) (Collector, error) {
 	g := prometheus.GaugeValue
 	c := &kubernetesCollector{
 		env: env, socket: k.PodResourcesSocket, refresh: k.Refresh, timeout: k.Refresh / 2,
-		gpus: o.GPUDevices, now: time.Now,
+		gpus: o.GPUDevices, now: time.Now, dial: dialUnix,
 		kick: make(chan struct{}, 1), done: make(chan struct{}),
 		podDevice: NewFamily("fabric_kubernetes_pod_device_info",
 			"A device the kubelet allocated to a pod's container (pod-resources API List): resource is the extended resource (nvidia.com/gpu, rdma/…, an SR-IOV pool), device_id the device plugin's ID (a GPU UUID for nvidia.com/gpu).",
@@ -143,8 +146,13 @@ func (c *kubernetesCollector) loop() {
 	}
 }
 
-// errNoSocket marks a node without the kubelet's socket.
-var errNoSocket = errors.New("no kubelet pod-resources socket")
+// errNoSocket marks a node without the kubelet's socket; errSocketPerm an
+// exporter that may not connect to it (the kubelet creates it root-only:
+// connecting needs write permission on it, so root or CAP_DAC_OVERRIDE).
+var (
+	errNoSocket   = errors.New("no kubelet pod-resources socket")
+	errSocketPerm = errors.New("permission denied on the kubelet pod-resources socket")
+)
 
 func (c *kubernetesCollector) refreshOnce() {
 	ans, err := c.query()
@@ -176,7 +184,18 @@ func (c *kubernetesCollector) query() (*kubeAnswer, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient("unix://"+abs,
+	var dialErr error
+	var dialMu sync.Mutex
+	conn, err := grpc.NewClient("passthrough:///kubelet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			conn, err := c.dial(ctx, abs)
+			if err != nil {
+				dialMu.Lock()
+				dialErr = err
+				dialMu.Unlock()
+			}
+			return conn, err
+		}),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(kubeMaxMsgSize)))
 	if err != nil {
@@ -188,6 +207,12 @@ func (c *kubernetesCollector) query() (*kubeAnswer, error) {
 	client := podresources.NewPodResourcesListerClient(conn)
 	list, err := client.List(ctx, &podresources.ListPodResourcesRequest{})
 	if err != nil {
+		dialMu.Lock()
+		derr := dialErr
+		dialMu.Unlock()
+		if errors.Is(derr, fs.ErrPermission) {
+			return nil, errSocketPerm
+		}
 		return nil, fmt.Errorf("kubelet pod-resources List: %w", err)
 	}
 	ans := &kubeAnswer{at: c.now()}
@@ -230,6 +255,11 @@ func (c *kubernetesCollector) query() (*kubeAnswer, error) {
 		c.env.Once.Warn("kube-alloc", "msg", "the kubelet does not serve GetAllocatableResources; fabric_kubernetes_allocatable_devices is absent", "err", err)
 	}
 	return ans, nil
+}
+
+func dialUnix(ctx context.Context, path string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", path)
 }
 
 func (a kubeDevice) less(b kubeDevice) bool {
@@ -283,6 +313,10 @@ func (c *kubernetesCollector) Update(ctx context.Context, b *Batch) error {
 		switch {
 		case errors.Is(err, errNoSocket):
 			return noHardware("no kubelet pod-resources socket at %s (not a Kubernetes node, or its directory is not mounted)", c.socket)
+		case errors.Is(err, errSocketPerm):
+			// A deliberate deployment choice (a non-root exporter without
+			// CAP_DAC_OVERRIDE), not a blind spot to page about.
+			return notConfigured("permission denied connecting to %s: the kubelet creates it root-only; run the exporter as root or with CAP_DAC_OVERRIDE to read pod devices (docs/kubernetes.md)", c.socket)
 		case err != nil:
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -343,4 +344,37 @@ func TestKubernetesCloseWhileHanging(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close waited for a hanging kubelet")
 	}
+}
+
+// The kubelet creates its socket root-only: a non-root exporter without
+// CAP_DAC_OVERRIDE gets EACCES from connect(2). That is a deployment choice,
+// reported as not_configured with the fix, not a failure. (The tests run as
+// root, who may connect anyway: the dialer returns what connect(2) returns
+// for another user.)
+func TestKubernetesPermissionDenied(t *testing.T) {
+	sock := kubeSocket(t)
+	serveKubelet(t, fixtureKubelet(), sock)
+	env, _ := testEnv()
+	o := &Options{Kubernetes: KubernetesOptions{PodResourcesSocket: sock, Refresh: time.Hour}}
+	c, err := newKubernetesCollector(env, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := c.(*kubernetesCollector)
+	t.Cleanup(kc.Close)
+	kc.dial = func(ctx context.Context, path string) (net.Conn, error) {
+		return nil, &net.OpError{Op: "dial", Net: "unix", Err: &os.SyscallError{Syscall: "connect", Err: syscall.EACCES}}
+	}
+	kc.refreshNow(t)
+	out := waitKubeState(t, kc, StateNotConfigured)
+	if strings.Contains(out, "fabric_") {
+		t.Errorf("series without access:\n%s", out)
+	}
+	_, err = processScrape(t, kc)
+	if _, reason := classify(err); !strings.Contains(reason, "CAP_DAC_OVERRIDE") {
+		t.Errorf("reason %q", reason)
+	}
+	kc.dial = dialUnix
+	kc.refreshNow(t)
+	waitKubeState(t, kc, StateOK)
 }
