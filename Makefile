@@ -55,7 +55,7 @@ demo: build
 # Re-render alerts/fabric-rules.yml from alerts/rules.yml.tmpl and alerts/config.yml,
 # and the Kubernetes PrometheusRule from alerts/fabric-rules.yml.
 rules:
-	$(GO) test ./alerts -run TestRenderedRulesUpToDate -update
+	$(GO) test ./alerts -run 'TestRenderedRulesUpToDate|TestDCGMCompatUpToDate' -update
 	$(GO) run ./deploy/kubernetes/gen
 
 update-golden:

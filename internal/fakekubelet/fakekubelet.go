@@ -146,21 +146,27 @@ const RDMAResource = "rdma/rdma_shared_device_a"
 // plugin hands out GPUs by UUID (nvidia.com/gpu); pod llm/sglang-0 got
 // GPUs 0-3 and an RDMA device, pod llm/sglang-1 got GPUs 4-7 and no RDMA
 // device (the incident), a system pod got no device.
-func NodeFixture() *Server {
+func NodeFixture() *Server { return New(NodePods(false)) }
+
+// NodePods returns NodeFixture's pods and allocatable devices; with fixed,
+// sglang-1 got an RDMA device too.
+func NodePods(fixed bool) ([]*podresources.PodResources, []*podresources.ContainerDevices) {
 	g := FixtureGPUs
-	return New([]*podresources.PodResources{
-		{Name: "sglang-0", Namespace: "llm", Containers: []*podresources.ContainerResources{
-			{Name: "sglang", Devices: []*podresources.ContainerDevices{
-				Devices("nvidia.com/gpu", 0, g[0], g[1], g[2], g[3]), Devices(RDMAResource, 0, "rdma_shared_device_a_0")}},
-			{Name: "metrics-sidecar"},
-		}},
-		{Name: "sglang-1", Namespace: "llm", Containers: []*podresources.ContainerResources{
-			{Name: "sglang", Devices: []*podresources.ContainerDevices{Devices("nvidia.com/gpu", 1, g[4], g[5], g[6], g[7])}},
-		}},
-		{Name: "kube-proxy-x2k4q", Namespace: "kube-system", Containers: []*podresources.ContainerResources{{Name: "kube-proxy"}}},
-	}, []*podresources.ContainerDevices{
-		Devices("nvidia.com/gpu", 0, g[0], g[1], g[2], g[3]),
-		Devices("nvidia.com/gpu", 1, g[4], g[5], g[6], g[7]),
-		Devices(RDMAResource, 0, "rdma_shared_device_a_0", "rdma_shared_device_a_1", "rdma_shared_device_a_2", "rdma_shared_device_a_3"),
-	})
+	sglang1 := []*podresources.ContainerDevices{Devices("nvidia.com/gpu", 1, g[4], g[5], g[6], g[7])}
+	if fixed {
+		sglang1 = append(sglang1, Devices(RDMAResource, 1, "rdma_shared_device_a_1"))
+	}
+	return []*podresources.PodResources{
+			{Name: "sglang-0", Namespace: "llm", Containers: []*podresources.ContainerResources{
+				{Name: "sglang", Devices: []*podresources.ContainerDevices{
+					Devices("nvidia.com/gpu", 0, g[0], g[1], g[2], g[3]), Devices(RDMAResource, 0, "rdma_shared_device_a_0")}},
+				{Name: "metrics-sidecar"},
+			}},
+			{Name: "sglang-1", Namespace: "llm", Containers: []*podresources.ContainerResources{{Name: "sglang", Devices: sglang1}}},
+			{Name: "kube-proxy-x2k4q", Namespace: "kube-system", Containers: []*podresources.ContainerResources{{Name: "kube-proxy"}}},
+		}, []*podresources.ContainerDevices{
+			Devices("nvidia.com/gpu", 0, g[0], g[1], g[2], g[3]),
+			Devices("nvidia.com/gpu", 1, g[4], g[5], g[6], g[7]),
+			Devices(RDMAResource, 0, "rdma_shared_device_a_0", "rdma_shared_device_a_1", "rdma_shared_device_a_2", "rdma_shared_device_a_3"),
+		}
 }
