@@ -38,6 +38,22 @@ const cgroupV1Kubepods = `12:rdma:/
 0::/
 `
 
+// A real /proc/PID/cgroup: a container of Debian 12's dockerd 20.10
+// (cgroupfs driver) on a cgroup v1 host with the unified hierarchy mounted
+// too, recorded on the build machine (TestDockerNamesRealDaemon reads such
+// files live).
+const cgroupDockerV1Real = `9:name=systemd:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+8:pids:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+7:blkio:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+6:freezer:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+5:devices:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+4:memory:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+3:cpuset:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+2:cpuacct:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+1:cpu:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+0::/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+`
+
 func TestParseCgroupFile(t *testing.T) {
 	none := containerRef{}
 	for _, tc := range []struct {
@@ -45,6 +61,7 @@ func TestParseCgroupFile(t *testing.T) {
 		want     containerRef
 		ok       bool
 	}{
+		{"real docker 20.10 v1", cgroupDockerV1Real, containerRef{runtimeDocker, "e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c", ""}, true},
 		{"v2 containerd burstable", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid1u + ".slice/cri-containerd-" + cid1 + ".scope\n",
 			containerRef{runtimeContainerd, cid1, uid1}, true},
 		{"v2 containerd besteffort", "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uid1u + ".slice/cri-containerd-" + cid1 + ".scope\n",
@@ -122,6 +139,7 @@ func TestCgroupFixture(t *testing.T) {
 
 func FuzzParseCgroupFile(f *testing.F) {
 	f.Add([]byte(cgroupV1Kubepods))
+	f.Add([]byte(cgroupDockerV1Real))
 	for _, pid := range []string{"4242", "4310", "4311", "5001"} {
 		if b, err := os.ReadFile(filepath.Join(fixtureProc, pid, "cgroup")); err == nil {
 			f.Add(b)

@@ -43,6 +43,9 @@ type ProcessOptions struct {
 	// process's numa_maps (and of its /dev/infiniband); 0 reads them on
 	// every scrape.
 	NumaMapsInterval time.Duration
+	// DockerHost is the Docker Engine API address for container names
+	// ("" = off).
+	DockerHost string
 }
 
 func processFlags(app *kingpin.Application, o *Options) {
@@ -51,6 +54,8 @@ func processFlags(app *kingpin.Application, o *Options) {
 	app.Flag("collector.process.max", "Most processes the process collector reports (GPU processes first, then by PID).").Default("64").IntVar(&o.Process.Max)
 	app.Flag("collector.process.numa-maps-interval", "Minimum time between two reads of a process's /proc/PID/numa_maps (the kernel walks the page tables of the whole process under its mmap lock to write it) and of its /dev/infiniband; the last values are reported in between. 0: every scrape.").
 		Default("60s").DurationVar(&o.Process.NumaMapsInterval)
+	app.Flag("collector.process.docker-host", "Docker Engine API address (e.g. unix:///var/run/docker.sock) to add each Docker (or Podman) container's name to fabric_process_container_info as container_name; looked up in the background and cached per container ID, never during a scrape. Empty: off.").
+		Default("").StringVar(&o.Process.DockerHost)
 }
 
 const (
@@ -107,6 +112,7 @@ type processCollector struct {
 	gpuPIDs  func(context.Context) []int
 	rails    *Rails
 	now      func() time.Time
+	docker   *dockerNames // nil without --collector.process.docker-host
 
 	// I/O, replaceable in tests.
 	reader    *sysReader // stat and status, kept open
@@ -183,6 +189,7 @@ type procState struct {
 
 	cgAt     time.Time
 	cont     containerRef
+	contName string
 	inCont   bool
 	contInfo *Series
 }
@@ -249,12 +256,17 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 		nccl: NewFamily("fabric_process_nccl_env_info",
 			"An NCCL variable of the process's environment as it was at exec (/proc/PID/environ). Only an allow-list of NCCL variables is read; nothing else of the environment is exported or logged.",
 			g, "pid", "comm", "name", "value"),
-		container: NewFamily("fabric_process_container_info",
-			"The container of the process, from /proc/PID/cgroup (re-read every --collector.process.numa-maps-interval): runtime (docker, containerd, cri-o, podman; empty when the cgroup path does not say), the full 64-hex container_id and the Kubernetes pod_uid (empty outside Kubernetes). Absent for a process outside any recognised container.",
-			g, "pid", "comm", "runtime", "container_id", "pod_uid"),
+		container: containerFamily(p.DockerHost != ""),
 		visible: NewFamily("fabric_process_rdma_device_visible",
 			"1 if the verbs node of a rail's RDMA device (uverbsN, node=\"\" when the host has none) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0.",
 			g, "pid", "comm", "device", "node"),
+	}
+	if p.DockerHost != "" {
+		d, err := newDockerNames(env, p.DockerHost)
+		if err != nil {
+			return nil, fmt.Errorf("--collector.process.docker-host: %w", err)
+		}
+		c.docker = d
 	}
 	errFam := NewFamily("fabric_process_read_errors_total",
 		"Reads of /proc/PID files that failed for a reason other than the process having exited: permission denied without root or CAP_SYS_PTRACE, or garbage. Also counted in fabric_scrape_read_errors_total.",
@@ -559,6 +571,7 @@ func (c *processCollector) collectProcess(sel procSel, now time.Time, devices []
 		st.cgAt = now
 	}
 	if st.inCont {
+		c.containerName(st)
 		b.Add(st.contInfo, 1)
 	}
 
@@ -620,13 +633,48 @@ func (c *processCollector) readCgroup(st *procState) {
 		return
 	}
 	if !st.inCont || ref != st.cont {
-		st.cont, st.inCont = ref, true
+		st.cont, st.inCont, st.contName = ref, true, ""
 		st.contInfo = c.containerSeries(st)
 	}
 }
 
 func (c *processCollector) containerSeries(st *procState) *Series {
+	if c.docker != nil {
+		return c.container.With(st.pidS, st.comm, st.cont.runtime, st.cont.id, st.cont.podUID, st.contName)
+	}
 	return c.container.With(st.pidS, st.comm, st.cont.runtime, st.cont.id, st.cont.podUID)
+}
+
+const containerHelp = "The container of the process, from /proc/PID/cgroup (re-read every --collector.process.numa-maps-interval): runtime (docker, containerd, cri-o, podman; empty when the cgroup path does not say), the full 64-hex container_id and the Kubernetes pod_uid (empty outside Kubernetes). Absent for a process outside any recognised container."
+
+// containerFamily is fabric_process_container_info, with container_name
+// when --collector.process.docker-host is set.
+func containerFamily(names bool) *Family {
+	if names {
+		return NewFamily("fabric_process_container_info", containerHelp+" container_name: the Docker Engine API's name of a docker or podman container (--collector.process.docker-host), empty until known.",
+			prometheus.GaugeValue, "pid", "comm", "runtime", "container_id", "pod_uid", "container_name")
+	}
+	return NewFamily("fabric_process_container_info", containerHelp, prometheus.GaugeValue, "pid", "comm", "runtime", "container_id", "pod_uid")
+}
+
+// containerName refreshes the Docker name of a process's container from
+// the cache (never waiting for the daemon) and rebinds its series when it
+// changed.
+func (c *processCollector) containerName(st *procState) {
+	if c.docker == nil || !st.inCont || (st.cont.runtime != runtimeDocker && st.cont.runtime != runtimePodman) {
+		return
+	}
+	if name := kubeLabel(c.docker.Name(st.cont.id)); name != st.contName {
+		st.contName = name
+		st.contInfo = c.containerSeries(st)
+	}
+}
+
+// Close stops the Docker name lookups.
+func (c *processCollector) Close() {
+	if c.docker != nil {
+		c.docker.Close()
+	}
 }
 
 // addAllowed adds the NUMA nodes a process may run on and allocate from.
