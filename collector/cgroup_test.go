@@ -200,7 +200,7 @@ func TestProcessContainerReread(t *testing.T) {
 	}
 	clk.advance(30 * time.Second)
 	out, _ = processScrape(t, c)
-	want := `fabric_process_container_info{comm="sglang::schedul",container_id="` + cid2 + `",pid="4311",pod_uid="",runtime="podman"} 1`
+	want := `fabric_process_container_info{comm="sglang::schedul",container_id="` + cid2 + `",container_name="",pid="4311",pod_uid="",runtime="podman"} 1`
 	if got := series(out); len(got) != 1 || got[0] != want {
 		t.Fatalf("after the interval: %q", got)
 	}

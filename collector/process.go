@@ -256,7 +256,9 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 		nccl: NewFamily("fabric_process_nccl_env_info",
 			"An NCCL variable of the process's environment as it was at exec (/proc/PID/environ). Only an allow-list of NCCL variables is read; nothing else of the environment is exported or logged.",
 			g, "pid", "comm", "name", "value"),
-		container: containerFamily(p.DockerHost != ""),
+		container: NewFamily("fabric_process_container_info",
+			"The container of the process, from /proc/PID/cgroup (re-read every --collector.process.numa-maps-interval): runtime (docker, containerd, cri-o, podman; empty when the cgroup path does not say), the full 64-hex container_id and the Kubernetes pod_uid (empty outside Kubernetes); container_name is the Docker Engine API's name of a docker or podman container with --collector.process.docker-host, empty without it or until known (an empty label is no label in Prometheus). Absent for a process outside any recognised container.",
+			g, "pid", "comm", "runtime", "container_id", "pod_uid", "container_name"),
 		visible: NewFamily("fabric_process_rdma_device_visible",
 			"1 if the verbs node of a rail's RDMA device (uverbsN, node=\"\" when the host has none) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0.",
 			g, "pid", "comm", "device", "node"),
@@ -638,23 +640,11 @@ func (c *processCollector) readCgroup(st *procState) {
 	}
 }
 
+// containerSeries binds a process's container series. container_name is
+// always a label of the family (one family per name in this process), empty
+// without --collector.process.docker-host.
 func (c *processCollector) containerSeries(st *procState) *Series {
-	if c.docker != nil {
-		return c.container.With(st.pidS, st.comm, st.cont.runtime, st.cont.id, st.cont.podUID, st.contName)
-	}
-	return c.container.With(st.pidS, st.comm, st.cont.runtime, st.cont.id, st.cont.podUID)
-}
-
-const containerHelp = "The container of the process, from /proc/PID/cgroup (re-read every --collector.process.numa-maps-interval): runtime (docker, containerd, cri-o, podman; empty when the cgroup path does not say), the full 64-hex container_id and the Kubernetes pod_uid (empty outside Kubernetes). Absent for a process outside any recognised container."
-
-// containerFamily is fabric_process_container_info, with container_name
-// when --collector.process.docker-host is set.
-func containerFamily(names bool) *Family {
-	if names {
-		return NewFamily("fabric_process_container_info", containerHelp+" container_name: the Docker Engine API's name of a docker or podman container (--collector.process.docker-host), empty until known.",
-			prometheus.GaugeValue, "pid", "comm", "runtime", "container_id", "pod_uid", "container_name")
-	}
-	return NewFamily("fabric_process_container_info", containerHelp, prometheus.GaugeValue, "pid", "comm", "runtime", "container_id", "pod_uid")
+	return c.container.With(st.pidS, st.comm, st.cont.runtime, st.cont.id, st.cont.podUID, st.contName)
 }
 
 // containerName refreshes the Docker name of a process's container from
