@@ -323,7 +323,8 @@ func (c *kubernetesCollector) Update(ctx context.Context, b *Batch) error {
 		return fmt.Errorf("the kubelet's pod-resources API has not answered yet (%s)", c.socket)
 	}
 	if age := c.now().Sub(ans.at); age > c.refresh+c.timeout {
-		return fmt.Errorf("the kubelet's pod-resources API has not answered for %s (%s)", age.Round(time.Second), c.socket)
+		// A fixed reason (not the growing age): one log line per cause.
+		return fmt.Errorf("the kubelet's pod-resources API has not answered for more than %s (%s)", c.refresh+c.timeout, c.socket)
 	}
 	for _, d := range ans.devices {
 		b.AddWith(c.podDevice, 1, d.namespace, d.pod, d.container, d.resource, d.id)
