@@ -89,7 +89,7 @@ demo: build
 # Re-render alerts/fabric-rules.yml from alerts/rules.yml.tmpl and alerts/config.yml,
 # and the Kubernetes PrometheusRule from alerts/fabric-rules.yml.
 rules:
-	$(GO) test ./alerts -run TestRenderedRulesUpToDate -update
+	$(GO) test ./alerts -run 'TestRenderedRulesUpToDate|TestDCGMCompatUpToDate' -update
 	$(GO) run ./deploy/kubernetes/gen
 
 update-golden:
@@ -124,7 +124,7 @@ bench-nccl:
 	$(GO) run ./tools/ncclbench -runs 5
 
 fuzz:
-	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats FuzzParseCPUList FuzzParseNumaMaps FuzzParseProcStat FuzzParseProcStatus FuzzNcclEnv FuzzParseNCCLLine FuzzInspectorJSON FuzzInspectorProm FuzzParseRail FuzzParseAER; do \
+	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats FuzzParseCPUList FuzzParseNumaMaps FuzzParseProcStat FuzzParseProcStatus FuzzNcclEnv FuzzParseNCCLLine FuzzInspectorJSON FuzzInspectorProm FuzzParseRail FuzzParseAER FuzzParseCgroupFile; do \
 	  echo "== $$t"; $(GO) test ./collector -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
 	$(GO) test ./analyze -run '^$$' -fuzz '^FuzzParseBenchServing$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./alerts -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)

@@ -53,6 +53,8 @@ type Config struct {
 	NVLinkErrorWindow        string  `yaml:"nvlinkErrorWindow"`
 	// NCCLBusBandwidthLow: bus bandwidth below this fraction of a rail's link speed.
 	NCCLInspectorBusBandwidthRatio float64 `yaml:"ncclInspectorBusBandwidthRatio"`
+	KubernetesGPUResources         string  `yaml:"kubernetesGPUResources"`
+	KubernetesRDMAResources        string  `yaml:"kubernetesRDMAResources"`
 	For                            struct {
 		NCCL   string `yaml:"nccl"`
 		Short  string `yaml:"short"`
@@ -82,7 +84,7 @@ func ParseConfig(b []byte) (Config, error) {
 	for name, v := range map[string]string{"exporterSelector": c.ExporterSelector,
 		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "railHistoryWindow": c.RailHistoryWindow,
 		"pcieErrorWindow": c.PCIeErrorWindow, "fecErrorWindow": c.FECErrorWindow, "nvlinkErrorWindow": c.NVLinkErrorWindow,
-		"clusterLabel": c.ClusterLabel, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
+		"clusterLabel": c.ClusterLabel, "kubernetesGPUResources": c.KubernetesGPUResources, "kubernetesRDMAResources": c.KubernetesRDMAResources, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
 		if strings.TrimSpace(v) == "" {
 			return c, fmt.Errorf("alerts config: %s is empty", name)
 		}
@@ -142,6 +144,7 @@ func Render(c Config) ([]byte, error) {
 		"PCIeCorrectablePerMinute": num(c.PCIeCorrectablePerMinute), "PCIeErrorWindow": c.PCIeErrorWindow,
 		"PreFECBERMax": num(c.PreFECBERMax), "FECErrorWindow": c.FECErrorWindow,
 		"NVLinkErrorsPerMinute": num(c.NVLinkErrorsPerMinute), "NVLinkErrorWindow": c.NVLinkErrorWindow,
+		"KubeGPU": c.KubernetesGPUResources, "KubeRDMA": c.KubernetesRDMAResources,
 		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow, "RailHistoryWindow": c.RailHistoryWindow,
 	}
 	data["NCCLInspectorBusBandwidthRatio"] = num(c.NCCLInspectorBusBandwidthRatio)

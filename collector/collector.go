@@ -60,6 +60,7 @@ type Spec struct {
 // generates --[no-]collector.<name> flags from it.
 var Specs = []Spec{
 	{Name: "gpu", Default: true, Help: "GPU activity (DCGM profiling fields 1001-1005, 1009, 1010, or NVML GPM), inventory, compute processes and NVLink state, errors and traffic (NVML).", Flags: gpuFlags, New: newGPUCollector},
+	{Name: "kubernetes", Default: true, Help: "Kubernetes device allocation from the kubelet's pod-resources API (--collector.kubernetes.pod-resources-socket): devices (GPUs, RDMA) per pod and container, allocatable devices, GPUs per pod. Without the socket it reports no data.", Flags: kubernetesFlags, New: newKubernetesCollector},
 	{Name: "nccl", Default: true, Help: "NCCL INFO logs (--collector.nccl.log-path): the network and transports each NCCL process uses (IB/RoCE with GPU Direct RDMA or the TCP socket fallback), its devices, version and warnings. Without a log path it reports no data.", Flags: ncclFlags, New: newNCCLCollector},
 	{Name: "nccl-inspector", Default: true, Help: "NCCL Inspector profiler plugin output (--collector.nccl-inspector.dump-dir, JSON or Prometheus mode): bus bandwidth and operations per NCCL process and communicator, live. Without the directory it reports no data.", Flags: ncclInspectorFlags, New: newNCCLInspectorCollector},
 	{Name: "netdev", Default: true, Help: "Network interface statistics, link state and speed from sysfs class/net (rail netdevs and physical NICs).", Flags: netdevFlags, New: newNetdevCollector},

@@ -125,6 +125,9 @@ func newGPUCollector(env Env, o *Options) (Collector, error) {
 	if o.GPUPIDs == nil {
 		o.GPUPIDs = c.PIDs
 	}
+	if o.GPUDevices == nil {
+		o.GPUDevices = c.Devices
+	}
 	return c, nil
 }
 
@@ -246,6 +249,25 @@ func (c *gpuCollector) PIDs(context.Context) []int {
 		for _, p := range d.PIDs {
 			out = append(out, int(p))
 		}
+	}
+	return out
+}
+
+// Devices returns the GPUs (index, UUID) of the backend's latest snapshot.
+func (c *gpuCollector) Devices(context.Context) []GPUDevice {
+	c.mu.Lock()
+	b := c.backend
+	c.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	snap, err := b.Snapshot()
+	if err != nil {
+		return nil
+	}
+	out := make([]GPUDevice, 0, len(snap.Devices))
+	for _, d := range snap.Devices {
+		out = append(out, GPUDevice{Index: d.Index, UUID: d.UUID})
 	}
 	return out
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/fabric-exporter/fabric_exporter/alerts"
 	"github.com/fabric-exporter/fabric_exporter/dashboards"
+	"github.com/fabric-exporter/fabric_exporter/internal/fakekubelet"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
@@ -73,8 +74,9 @@ func writeInPlace(path, content string) error {
 // exporter reading it.
 type node struct {
 	name, addr, sys, eth string
-	proc, logs           string // fixture /proc (placement node), NCCL log directory (nccl node)
-	inspector            string // NCCL Inspector dump directory (nccl node)
+	proc, logs           string              // fixture /proc (placement node), NCCL log directory (nccl node)
+	inspector            string              // NCCL Inspector dump directory (nccl node)
+	kubelet              *fakekubelet.Server // the kubelet's pod-resources API (placement and healthy nodes)
 	args                 []string
 	cmd                  *exec.Cmd
 	mu                   sync.Mutex
@@ -147,7 +149,8 @@ func (w *webhook) all() []event {
 // "fabric" (a ServiceMonitor's name; the rules select by metric name and
 // FabricExporterDown's selector is set to that job). A baseline where only
 // the node with a broken placement (RDMA devices missing in a container,
-// memory on the far NUMA node) and the node whose --path.sysfs points at
+// memory on the far NUMA node, a pod given GPUs but no RDMA device by the
+// kubelet) and the node whose --path.sysfs points at
 // nothing (FabricCollectorFailing with the reason) alert, then a PFC storm
 // (one alert naming the rail), a retransmission burst, a rail going down, an
 // NCCL process falling back to sockets, a rail device vanishing while the
@@ -220,6 +223,20 @@ func TestAlertingEndToEnd(t *testing.T) {
 		args := []string{"--web.listen-address=" + n.addr, "--path.sysfs=" + n.sys, "--collector.pfc.ethtool-fixtures=" + n.eth,
 			"--collector.phy.fixtures=" + filepath.Join(repo, "collector/fixtures/phy"),
 			"--collector.gpu.interval=1s", "--collector.process.numa-maps-interval=1s"}
+		if name == "placement" || name == "healthy" {
+			// The kubelet: on the placement node pod llm/sglang-1 got GPUs
+			// but no RDMA device (PodWithoutRDMADevice); on the healthy
+			// node every GPU pod got one.
+			dir, err := os.MkdirTemp("", "kube")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			sock := filepath.Join(dir, "kubelet.sock")
+			n.kubelet = fakekubelet.New(fakekubelet.NodePods(name == "healthy"))
+			fakekubelet.Serve(t, n.kubelet, sock)
+			args = append(args, "--collector.kubernetes.pod-resources-socket="+sock)
+		}
 		switch name {
 		case "placement":
 			// The fixture /proc: SGLang schedulers on GPUs 0 and 1, one with
@@ -415,6 +432,7 @@ scrape_configs:
 		{"RDMADevicesMissingInContainer", "placement", "team-chat", map[string]string{"severity": "warning", "pid": "4310", "node": "uverbs0", "device": "mlx5_0"}},
 		{"RDMADevicesMissingInContainer", "placement", "team-chat", map[string]string{"severity": "warning", "pid": "4311", "node": "uverbs0", "device": "mlx5_0"}},
 		{"CrossNUMAPlacement", "placement", "team-chat", map[string]string{"severity": "warning", "pid": "4310"}},
+		{"PodWithoutRDMADevice", "placement", "team-chat", map[string]string{"severity": "warning", "namespace": "llm", "pod": "sglang-1", "job": job}},
 		{"FabricCollectorFailing", "blind", "team-chat", map[string]string{"severity": "warning", "collector": "rdma", "job": job}},
 	}
 	waitAlerts(t, hook, nodes, "firing", placementAlerts)
@@ -523,6 +541,7 @@ scrape_configs:
 	setFault("linkdown", false)
 	setFault("nccl", false)
 	fixPlacement(t, nodes["placement"].proc)
+	nodes["placement"].kubelet.Set(fakekubelet.NodePods(true))
 	for _, d := range []struct {
 		n      *node
 		target string

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/fakekubelet"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
@@ -146,10 +147,14 @@ func stable(metrics string) string {
 // rewrites it. promtool (Debian's prometheus package) lints the scrape.
 func TestEndToEnd(t *testing.T) {
 	logDir := ncclLogDir(t)
+	// The kubelet's pod-resources API, served by a real gRPC server with the
+	// fixture node's pods (internal/fakekubelet).
+	sock := filepath.Join(shortTempDir(t), "kubelet.sock")
+	fakekubelet.Serve(t, fakekubelet.NodeFixture(), sock)
 	inspDir := inspectorDir(t)
 	addr, logs := startExporterWith(t, ncclAndInspectorRead,
 		"--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--collector.pfc.ethtool-fixtures="+fixtureEth,
-		"--collector.gpu.fixture="+fixtureGPU, "--collector.phy.fixtures="+fixturePhy,
+		"--collector.gpu.fixture="+fixtureGPU, "--collector.phy.fixtures="+fixturePhy, "--collector.kubernetes.pod-resources-socket="+sock,
 		"--collector.nccl.log-path="+filepath.Join(logDir, "*.log"), "--collector.nccl.retention=0",
 		"--collector.nccl-inspector.dump-dir="+inspDir, "--collector.nccl-inspector.retention=0")
 	raw := get(t, "http://"+addr+"/metrics")
@@ -175,6 +180,17 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("exporter logged errors:\n%s", logs)
 	}
 	promtoolCheck(t, raw)
+}
+
+// shortTempDir is a temporary directory with a path short enough for a
+// unix socket (107 bytes; t.TempDir() can be longer).
+func shortTempDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "fe2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // ncclLogDir copies the NCCL log fixtures (the real sample logs) to a

@@ -245,6 +245,17 @@ else
   fail "exporter CapEff '$capeff', want 0000000000080004"
 fi
 
+# --collector.process.docker-host against this real dockerd: a process in the
+# running container gets the container's name (collector/docker_test.go).
+step "docker names (go test -run TestDockerNamesRealDaemon)"
+if out=$(FABRIC_TEST_DOCKER_HOST=unix:///var/run/docker.sock FABRIC_TEST_DOCKER_CONTAINER="$name" \
+  go test -count=1 -run '^TestDockerNamesRealDaemon$' -v ./collector 2>&1) && grep -q -- '--- PASS: TestDockerNamesRealDaemon' <<<"$out"; then
+  pass "container_name from the Docker Engine API ($name)"
+else
+  tail -20 <<<"$out"
+  fail "container_name from the Docker Engine API"
+fi
+
 # Without the two capabilities in the bounding set the kernel refuses to
 # exec the binary (README says so; this keeps it true).
 nocap=fabric-exporter-ci-nocap-$$
