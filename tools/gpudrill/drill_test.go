@@ -43,7 +43,8 @@ func TestDrillReplay(t *testing.T) {
 	}
 	cfg := Config{Repo: repo, Exporter: exporter, Prometheus: prom, Alertmanager: am, WorkDir: filepath.Join(tmp, "work"),
 		Trials: 1, Replay: filepath.Join(repo, "collector/fixtures/nccl-drill"), SocketIf: "lo",
-		ExporterPort: freePort(t), PrometheusPort: freePort(t), AlertmanagerPort: freePort(t), WebhookPort: freePort(t), TorchPort: freePort(t),
+		ReplayInspector: filepath.Join(repo, "collector/fixtures/nccl-inspector/json"),
+		ExporterPort:    freePort(t), PrometheusPort: freePort(t), AlertmanagerPort: freePort(t), WebhookPort: freePort(t), TorchPort: freePort(t),
 		PageTimeout: 90 * time.Second, ScrapeInterval: "2s", EvalInterval: "2s"}
 	res, err := Run(cfg)
 	if res != nil {
@@ -58,6 +59,8 @@ func TestDrillReplay(t *testing.T) {
 	// The checks that make the drill: every one ran.
 	want := []string{"trial1: NCCLSocketFallback paged", "trial1: NCCLSocketFallback for every rank", "trial1: socket interface",
 		"trial1: fabric_gpu_process_info joins the ranks", "trial1: no init failure for a working rank",
+		"trial1: Inspector bus bandwidth for every rank", `trial1: Inspector bus bandwidth joins fabric_nccl_net_info{net="Socket"}`,
+		"trial1: scraped Inspector bus bandwidth agrees with the dump files",
 		"ib-failure: NCCLInitFailed paged", "ib-failure: fabric_nccl_init_failure_info for every rank",
 		"ib-failure: no network reported for a failed rank", "ib-failure: NCCLInitFailed carries the reason",
 		"ib-failure: no NCCLSocketFallback for a failed rank"}
