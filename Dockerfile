@@ -40,8 +40,8 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# -w: no DWARF (as `make build`): stack traces and pprof do not need it.
-RUN go build -trimpath -o /out/fabric_exporter -ldflags "-w \
+# -s -w: no symbol table, no DWARF (as `make build`): stack traces and pprof do not need them.
+RUN go build -trimpath -o /out/fabric_exporter -ldflags "-s -w \
       -X github.com/prometheus/common/version.Version=${VERSION} \
       -X github.com/prometheus/common/version.Revision=${REVISION} \
       -X github.com/prometheus/common/version.Branch=${BRANCH} \

@@ -42,7 +42,20 @@ type Config struct {
 	RoCECNPIgnoredPerSecond    float64 `yaml:"roceCNPIgnoredPerSecond"`
 	CrossNUMALocalRatio        float64 `yaml:"crossNUMALocalRatio"`
 	CrossNUMAMinBytes          float64 `yaml:"crossNUMAMinBytes"`
-	For                        struct {
+	// Physical path (issue 22)
+	PCIeBusyGPUUtilization   float64 `yaml:"pcieBusyGPUUtilization"`
+	PCIeBusyRDMABits         float64 `yaml:"pcieBusyRDMABits"`
+	PCIeCorrectablePerMinute float64 `yaml:"pcieCorrectablePerMinute"`
+	PCIeErrorWindow          string  `yaml:"pcieErrorWindow"`
+	PreFECBERMax             float64 `yaml:"preFECBERMax"`
+	FECErrorWindow           string  `yaml:"fecErrorWindow"`
+	NVLinkErrorsPerMinute    float64 `yaml:"nvlinkErrorsPerMinute"`
+	NVLinkErrorWindow        string  `yaml:"nvlinkErrorWindow"`
+	// NCCLBusBandwidthLow: bus bandwidth below this fraction of a rail's link speed.
+	NCCLInspectorBusBandwidthRatio float64 `yaml:"ncclInspectorBusBandwidthRatio"`
+	KubernetesGPUResources         string  `yaml:"kubernetesGPUResources"`
+	KubernetesRDMAResources        string  `yaml:"kubernetesRDMAResources"`
+	For                            struct {
 		NCCL   string `yaml:"nccl"`
 		Short  string `yaml:"short"`
 		Medium string `yaml:"medium"`
@@ -70,13 +83,17 @@ func ParseConfig(b []byte) (Config, error) {
 	// sglangSelector may be empty: SGLang's sglang:* names are unique too.
 	for name, v := range map[string]string{"exporterSelector": c.ExporterSelector,
 		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "railHistoryWindow": c.RailHistoryWindow,
-		"clusterLabel": c.ClusterLabel, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
+		"pcieErrorWindow": c.PCIeErrorWindow, "fecErrorWindow": c.FECErrorWindow, "nvlinkErrorWindow": c.NVLinkErrorWindow,
+		"clusterLabel": c.ClusterLabel, "kubernetesGPUResources": c.KubernetesGPUResources, "kubernetesRDMAResources": c.KubernetesRDMAResources, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
 		if strings.TrimSpace(v) == "" {
 			return c, fmt.Errorf("alerts config: %s is empty", name)
 		}
 	}
 	if strings.TrimSpace(c.For.NCCL) == "" {
 		return c, fmt.Errorf("alerts config: for.nccl is empty")
+	}
+	if r := c.NCCLInspectorBusBandwidthRatio; !(r > 0 && r <= 1) {
+		return c, fmt.Errorf("alerts config: ncclInspectorBusBandwidthRatio %v: must be in (0, 1]", r)
 	}
 	return c, nil
 }
@@ -123,8 +140,14 @@ func Render(c Config) ([]byte, error) {
 		"PFCPauseOccupancy": num(c.PFCPauseOccupancy), "PFCPauseOccupancyPct": num(c.PFCPauseOccupancy * 100),
 		"RoCERetransPerSecond": num(c.RoCERetransPerSecond), "RoCECNPIgnoredPerSecond": num(c.RoCECNPIgnoredPerSecond),
 		"CrossNUMALocalRatio": num(c.CrossNUMALocalRatio), "CrossNUMAMinBytes": num(c.CrossNUMAMinBytes),
+		"PCIeBusyGPUUtilization": num(c.PCIeBusyGPUUtilization), "PCIeBusyRDMABits": num(c.PCIeBusyRDMABits),
+		"PCIeCorrectablePerMinute": num(c.PCIeCorrectablePerMinute), "PCIeErrorWindow": c.PCIeErrorWindow,
+		"PreFECBERMax": num(c.PreFECBERMax), "FECErrorWindow": c.FECErrorWindow,
+		"NVLinkErrorsPerMinute": num(c.NVLinkErrorsPerMinute), "NVLinkErrorWindow": c.NVLinkErrorWindow,
+		"KubeGPU": c.KubernetesGPUResources, "KubeRDMA": c.KubernetesRDMAResources,
 		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow, "RailHistoryWindow": c.RailHistoryWindow,
 	}
+	data["NCCLInspectorBusBandwidthRatio"] = num(c.NCCLInspectorBusBandwidthRatio)
 	t, err := template.New("rules").Delims("<%", "%>").Option("missingkey=error").Parse(rulesTemplate)
 	if err != nil {
 		return nil, err

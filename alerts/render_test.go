@@ -175,7 +175,7 @@ func TestAlertAnnotations(t *testing.T) {
 	want := map[string]bool{}
 	for _, a := range []string{"NCCLSocketFallback", "RailTCPFallbackSuspected", "NonRailNICTraffic", "RDMADevicesMissingInContainer",
 		"PFCStorm", "RoCERetransmissions", "RoCECNPIgnored", "RailLinkDown", "RailLinkDegraded", "RailLinkFlapping", "RailImbalance",
-		"GPUActivityMissing", "CrossNUMAPlacement", "FabricCollectorFailing", "FabricExporterDown"} {
+		"GPUActivityMissing", "CrossNUMAPlacement", "FabricCollectorFailing", "FabricExporterDown", "PodWithoutRDMADevice"} {
 		want[a] = true
 	}
 	for _, g := range rf.Groups {

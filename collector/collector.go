@@ -59,11 +59,15 @@ type Spec struct {
 // Specs is the table of all collectors, sorted by name. cmd/fabric_exporter
 // generates --[no-]collector.<name> flags from it.
 var Specs = []Spec{
-	{Name: "gpu", Default: true, Help: "GPU activity (DCGM profiling fields 1001-1005, 1009, 1010, or NVML GPM), inventory and compute processes.", Flags: gpuFlags, New: newGPUCollector},
+	{Name: "gpu", Default: true, Help: "GPU activity (DCGM profiling fields 1001-1005, 1009, 1010, or NVML GPM), inventory, compute processes and NVLink state, errors and traffic (NVML).", Flags: gpuFlags, New: newGPUCollector},
+	{Name: "kubernetes", Default: true, Help: "Kubernetes device allocation from the kubelet's pod-resources API (--collector.kubernetes.pod-resources-socket): devices (GPUs, RDMA) per pod and container, allocatable devices, GPUs per pod. Without the socket it reports no data.", Flags: kubernetesFlags, New: newKubernetesCollector},
 	{Name: "nccl", Default: true, Help: "NCCL INFO logs (--collector.nccl.log-path): the network and transports each NCCL process uses (IB/RoCE with GPU Direct RDMA or the TCP socket fallback), its devices, version and warnings. Without a log path it reports no data.", Flags: ncclFlags, New: newNCCLCollector},
+	{Name: "nccl-inspector", Default: true, Help: "NCCL Inspector profiler plugin output (--collector.nccl-inspector.dump-dir, JSON or Prometheus mode): bus bandwidth and operations per NCCL process and communicator, live. Without the directory it reports no data.", Flags: ncclInspectorFlags, New: newNCCLInspectorCollector},
 	{Name: "netdev", Default: true, Help: "Network interface statistics, link state and speed from sysfs class/net (rail netdevs and physical NICs).", Flags: netdevFlags, New: newNetdevCollector},
 	{Name: "numa", Default: true, Help: "Per NUMA node: numastat allocation counters, memory total/free and CPUs from sysfs devices/system/node.", New: newNumaCollector},
+	{Name: "pcie", Default: true, Help: "PCIe link health on the path of every GPU and RDMA device up to its root port: current, maximum and supported link speed and width, AER error counters, from sysfs.", New: newPCIeCollector},
 	{Name: "pfc", Default: true, Help: "PFC and pause counters, pause storms, PHY discards and vport RDMA bytes from ethtool -S of rail netdevs.", Flags: pfcFlags, New: newPFCCollector},
+	{Name: "phy", Default: true, Help: "Physical layer of the rail netdevs through ethtool netlink: FEC mode and statistics (every scrape), and the optical module's identity, DOM monitors and thresholds (SFF-8636, CMIS; read in the background).", Flags: phyFlags, New: newPhyCollector},
 	{Name: "process", Default: true, Help: "Serving processes (SGLang by default, and GPU processes): NUMA placement of their memory, CPU, allowed NUMA nodes, allow-listed NCCL environment variables and whether the rail RDMA devices are visible in their container, from /proc.", Flags: processFlags, New: newProcessCollector},
 	{Name: "rdma", Default: true, Help: "RDMA ports: counters, every hw_counter, link state, rate, device info and rails from sysfs class/infiniband.", Flags: rdmaFlags, New: newRDMACollector},
 	{Name: "topology", Default: true, Help: "GPUs, RDMA devices and PCI NICs in the sysfs PCI tree, and the nvidia-smi path class (PIX/PXB/PHB/NODE/SYS) between each GPU and RDMA device and between GPUs.", New: newTopologyCollector},
@@ -83,7 +87,7 @@ var (
 	scrapeDuration = NewFamily("fabric_scrape_collector_duration_seconds",
 		"Duration of a collector's update during this scrape.", prometheus.GaugeValue, "collector")
 	scrapeSuccess = NewFamily("fabric_scrape_collector_success",
-		"1 if the collector's update succeeded in this scrape, 0 if it failed or its source is absent on this host.", prometheus.GaugeValue, "collector")
+		"1 if the collector worked in this scrape (state ok, not_configured or no_hardware), 0 if it failed or a configured source is missing (state failed or source_missing; see fabric_collector_state_info).", prometheus.GaugeValue, "collector")
 	scrapeReadErrors = NewFamily("fabric_scrape_read_errors_total",
 		"Values, files or devices a collector skipped because they could not be read or parsed; the rest of the scrape went on.", prometheus.CounterValue, "collector")
 )

@@ -41,7 +41,7 @@ func TestExporterIsolatesCollectors(t *testing.T) {
 		e.collectors = append(e.collectors, newNamedCollector(s.name, s, log.NewNopLogger()))
 	}
 	err := testutil.CollectAndCompare(e, strings.NewReader(`
-# HELP fabric_scrape_collector_success 1 if the collector's update succeeded in this scrape, 0 if it failed or its source is absent on this host.
+# HELP fabric_scrape_collector_success 1 if the collector worked in this scrape (state ok, not_configured or no_hardware), 0 if it failed or a configured source is missing (state failed or source_missing; see fabric_collector_state_info).
 # TYPE fabric_scrape_collector_success gauge
 fabric_scrape_collector_success{collector="absent"} 1
 fabric_scrape_collector_success{collector="bad"} 0

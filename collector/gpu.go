@@ -53,6 +53,7 @@ type gpuCollector struct {
 	numa    map[string]string // PCI bus ID -> NUMA node ("" = none)
 
 	info, proc, source, supported, dcgmUp, util *Family
+	nvlinkUp, nvlinkErrors, nvlinkTx, nvlinkRx  *Family
 	fields                                      [gpu.NumFields]*Family
 }
 
@@ -100,6 +101,11 @@ func newGPUCollector(env Env, o *Options) (Collector, error) {
 		supported: NewFamily("fabric_gpu_field_supported", "1 if the source delivers the activity field for this GPU, 0 if not (its series is then absent).", gg, "gpu", "uuid", "field"),
 		dcgmUp:    NewFamily("fabric_dcgm_up", "1 while the exporter is connected to the DCGM host engine, 0 while it reconnects.", gg),
 		util:      NewFamily("fabric_gpu_utilization_ratio", "NVML utilization.gpu: fraction of the last sample period in which a kernel ran.", gg, "gpu", "uuid"),
+		nvlinkUp:  NewFamily("fabric_gpu_nvlink_up", "1 if the NVLink link is enabled (NVML link state), 0 if it is down; absent on GPUs without NVLink.", gg, "gpu", "uuid", "link"),
+		nvlinkErrors: NewFamily("fabric_gpu_nvlink_errors_total",
+			"NVLink data-link errors per link (NVML error counters): replay (transmit replays), recovery (the link retrained), crc_flit, crc_data.", prometheus.CounterValue, "gpu", "uuid", "link", "type"),
+		nvlinkTx: NewFamily("fabric_gpu_nvlink_transmitted_bytes_total", "Payload bytes sent over the NVLink link (NVML field NVLINK_THROUGHPUT_DATA_TX).", prometheus.CounterValue, "gpu", "uuid", "link"),
+		nvlinkRx: NewFamily("fabric_gpu_nvlink_received_bytes_total", "Payload bytes received over the NVLink link (NVML field NVLINK_THROUGHPUT_DATA_RX).", prometheus.CounterValue, "gpu", "uuid", "link"),
 	}
 	for f, d := range [gpu.NumFields][2]string{
 		{"fabric_gpu_graphics_engine_active_ratio", "Fraction of time the graphics engine was active (DCGM 1001, GPM GRAPHICS_UTIL)."},
@@ -118,6 +124,9 @@ func newGPUCollector(env Env, o *Options) (Collector, error) {
 	// up before process.
 	if o.GPUPIDs == nil {
 		o.GPUPIDs = c.PIDs
+	}
+	if o.GPUDevices == nil {
+		o.GPUDevices = c.Devices
 	}
 	return c, nil
 }
@@ -183,6 +192,21 @@ func (c *gpuCollector) Update(_ context.Context, b *Batch) error {
 		for _, pid := range d.PIDs {
 			b.AddWith(c.proc, 1, idx, d.UUID, strconv.FormatUint(uint64(pid), 10))
 		}
+		for _, l := range d.NVLinks {
+			link := strconv.Itoa(l.Link)
+			b.AddWith(c.nvlinkUp, b2f(l.Up), idx, d.UUID, link)
+			for i, e := range l.Errors {
+				if e.OK {
+					b.AddWith(c.nvlinkErrors, float64(e.V), idx, d.UUID, link, gpu.NVLinkErrorNames[i])
+				}
+			}
+			if l.TxBytes.OK {
+				b.AddWith(c.nvlinkTx, float64(l.TxBytes.V), idx, d.UUID, link)
+			}
+			if l.RxBytes.OK {
+				b.AddWith(c.nvlinkRx, float64(l.RxBytes.V), idx, d.UUID, link)
+			}
+		}
 	}
 	return nil
 }
@@ -225,6 +249,25 @@ func (c *gpuCollector) PIDs(context.Context) []int {
 		for _, p := range d.PIDs {
 			out = append(out, int(p))
 		}
+	}
+	return out
+}
+
+// Devices returns the GPUs (index, UUID) of the backend's latest snapshot.
+func (c *gpuCollector) Devices(context.Context) []GPUDevice {
+	c.mu.Lock()
+	b := c.backend
+	c.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	snap, err := b.Snapshot()
+	if err != nil {
+		return nil
+	}
+	out := make([]GPUDevice, 0, len(snap.Devices))
+	for _, d := range snap.Devices {
+		out = append(out, GPUDevice{Index: d.Index, UUID: d.UUID})
 	}
 	return out
 }

@@ -30,6 +30,10 @@ type Options struct {
 	PFC     PFCOptions
 	Process ProcessOptions
 	NCCL    NCCLOptions
+	Phy     PhyOptions
+	// NCCLInspector configures the nccl-inspector collector.
+	NCCLInspector NCCLInspectorOptions
+	Kubernetes    KubernetesOptions
 
 	// GPUPIDs returns the PIDs of the processes running on the host's GPUs
 	// (compute processes, as NVML lists them), for the process collector to
@@ -39,6 +43,12 @@ type Options struct {
 	// collectors, and must return quickly (a cached list). PIDs are in the
 	// PID namespace of --path.procfs (the host's, with hostPID).
 	GPUPIDs func(ctx context.Context) []int
+
+	// GPUDevices returns the host's GPUs (index and UUID) as the gpu
+	// collector last saw them, for the kubernetes collector to join the
+	// kubelet's device IDs (GPU UUIDs) to the gpu label. Set by the gpu
+	// collector's setup, nil without it; same rules as GPUPIDs.
+	GPUDevices func(ctx context.Context) []GPUDevice
 
 	// ScrapeTimeout bounds one scrape's collectors (0 = none).
 	ScrapeTimeout time.Duration

@@ -28,6 +28,9 @@ const (
 	pfcLinkDown                 // link_down_events_phy
 	pfcVportRDMA                // {rx,tx}_vport_rdma_{unicast,multicast}_bytes
 	pfcPrioBytes                // {rx,tx}_prioN_bytes: the driver exposes per-priority stats
+	pfcPhyCorrectedBits         // rx_corrected_bits_phy
+	pfcPhyRawErrors             // rx_err_lane_N_phy
+	pfcPhySymbolErrors          // rx_pcs_symbol_err_phy
 )
 
 // ethtoolStat is what one ethtool statistic name means.
@@ -36,6 +39,7 @@ type ethtoolStat struct {
 	direction string // rx|tx
 	priority  string // 0-7 or global
 	severity  string // warning|error
+	lane      string // 0-7 for rx_err_lane_N_phy
 	scale     float64
 }
 
@@ -51,6 +55,13 @@ func mapEthtoolName(name string) ethtoolStat {
 		return ethtoolStat{kind: pfcOutOfBuffer, direction: "rx", scale: 1}
 	case "link_down_events_phy":
 		return ethtoolStat{kind: pfcLinkDown, scale: 1}
+	case "rx_corrected_bits_phy":
+		return ethtoolStat{kind: pfcPhyCorrectedBits, direction: "rx", scale: 1}
+	case "rx_pcs_symbol_err_phy":
+		return ethtoolStat{kind: pfcPhySymbolErrors, direction: "rx", scale: 1}
+	}
+	if l, ok := strings.CutPrefix(name, "rx_err_lane_"); ok && len(l) == len("N_phy") && l[0] >= '0' && l[0] <= '7' && l[1:] == "_phy" {
+		return ethtoolStat{kind: pfcPhyRawErrors, direction: "rx", lane: l[:1], scale: 1}
 	}
 	dir, rest, ok := strings.Cut(name, "_")
 	if !ok || (dir != "rx" && dir != "tx") {
@@ -96,6 +107,7 @@ type pfcCollector struct {
 
 	pauseFrames, pauseDuration, pauseTransitions, storms, pauseCtrl,
 	phyDiscards, outOfBuffer, linkDown, vportRDMA, prioEnabled *Family
+	phyCorrectedBits, phyRawErrors, phySymbolErrors *Family
 }
 
 // PFCOptions configures the pfc collector.
@@ -138,6 +150,9 @@ func newPFCCollector(env Env, o *Options) (Collector, error) {
 		outOfBuffer:      nd("fabric_netdev_rx_out_of_buffer_total", "Packets dropped because a receive queue of the Ethernet netdev had no buffer (rx_out_of_buffer; 32 bits wide)."),
 		linkDown:         nd("fabric_netdev_link_down_events_total", "Times the physical link went down (link_down_events_phy; may mean flapping)."),
 		vportRDMA:        nd("fabric_netdev_vport_rdma_bytes_total", "RoCE bytes the NIC counted on its vport (unicast + multicast): the NIC's own count of RDMA traffic, a cross-check for fabric_rdma_port_*_bytes_total.", "direction"),
+		phyCorrectedBits: nd("fabric_netdev_phy_corrected_bit_errors_total", "Bits the active FEC corrected on the physical port (mlx5 rx_corrected_bits_phy). Its rate over the line rate is the pre-FEC bit error ratio."),
+		phyRawErrors:     nd("fabric_netdev_phy_raw_errors_total", "Raw physical errors per lane before FEC correction (mlx5 rx_err_lane_N_phy; lane numbered from 0 as the driver names it).", "lane"),
+		phySymbolErrors:  nd("fabric_netdev_phy_symbol_errors_total", "PCS symbol errors FEC did not correct, or all symbol errors when FEC is off (mlx5 rx_pcs_symbol_err_phy)."),
 		prioEnabled:      nd("fabric_pfc_priority_enabled", "1 if PFC is enabled on the priority (its pause statistics exist), 0 if not; absent when the driver has no per-priority statistics.", "priority"),
 	}, nil
 }
@@ -238,6 +253,12 @@ func (c *pfcCollector) emit(nd string, stats map[string]uint64, b *Batch) {
 		case pfcPrioBytes:
 			p, _ := strconv.Atoi(s.priority)
 			prioStats[p] = true
+		case pfcPhyCorrectedBits:
+			b.AddWith(c.phyCorrectedBits, v, nd)
+		case pfcPhyRawErrors:
+			b.AddWith(c.phyRawErrors, v, nd, s.lane)
+		case pfcPhySymbolErrors:
+			b.AddWith(c.phySymbolErrors, v, nd)
 		}
 	}
 	for i, dir := range []string{"rx", "tx"} {

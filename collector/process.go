@@ -43,6 +43,9 @@ type ProcessOptions struct {
 	// process's numa_maps (and of its /dev/infiniband); 0 reads them on
 	// every scrape.
 	NumaMapsInterval time.Duration
+	// DockerHost is the Docker Engine API address for container names
+	// ("" = off).
+	DockerHost string
 }
 
 func processFlags(app *kingpin.Application, o *Options) {
@@ -51,6 +54,8 @@ func processFlags(app *kingpin.Application, o *Options) {
 	app.Flag("collector.process.max", "Most processes the process collector reports (GPU processes first, then by PID).").Default("64").IntVar(&o.Process.Max)
 	app.Flag("collector.process.numa-maps-interval", "Minimum time between two reads of a process's /proc/PID/numa_maps (the kernel walks the page tables of the whole process under its mmap lock to write it) and of its /dev/infiniband; the last values are reported in between. 0: every scrape.").
 		Default("60s").DurationVar(&o.Process.NumaMapsInterval)
+	app.Flag("collector.process.docker-host", "Docker Engine API address (e.g. unix:///var/run/docker.sock) to add each Docker (or Podman) container's name to fabric_process_container_info as container_name; looked up in the background and cached per container ID, never during a scrape. Empty: off.").
+		Default("").StringVar(&o.Process.DockerHost)
 }
 
 const (
@@ -72,7 +77,7 @@ const (
 )
 
 // procFiles are the /proc/PID files whose failed reads are counted.
-var procFiles = []string{"cmdline", "environ", "numa_maps", procFileRoot, "stat", "status"}
+var procFiles = []string{"cgroup", "cmdline", "environ", "numa_maps", procFileRoot, "stat", "status"}
 
 // procFile is an open /proc file.
 type procFile interface {
@@ -107,6 +112,7 @@ type processCollector struct {
 	gpuPIDs  func(context.Context) []int
 	rails    *Rails
 	now      func() time.Time
+	docker   *dockerNames // nil without --collector.process.docker-host
 
 	// I/O, replaceable in tests.
 	reader    *sysReader // stat and status, kept open
@@ -130,13 +136,14 @@ type processCollector struct {
 	statusBuf [16 << 10]byte
 	chunk     []byte // numa_maps chunks
 	cmdBuf    []byte
+	cgBuf     []byte
 	envBuf    []byte
 
 	errCount  map[string]*Counter
 	errSeries map[string]*Series
 
-	selected, candidates                                                       *Series
-	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible *Family
+	selected, candidates                                                                  *Series
+	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, container *Family
 }
 
 // procCand is the selection cache of one PID of the last listing.
@@ -179,6 +186,12 @@ type procState struct {
 
 	visAt time.Time
 	vis   []procVis
+
+	cgAt     time.Time
+	cont     containerRef
+	contName string
+	inCont   bool
+	contInfo *Series
 }
 
 type procNuma struct {
@@ -243,9 +256,19 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 		nccl: NewFamily("fabric_process_nccl_env_info",
 			"An NCCL variable of the process's environment as it was at exec (/proc/PID/environ). Only an allow-list of NCCL variables is read; nothing else of the environment is exported or logged.",
 			g, "pid", "comm", "name", "value"),
+		container: NewFamily("fabric_process_container_info",
+			"The container of the process, from /proc/PID/cgroup (re-read every --collector.process.numa-maps-interval): runtime (docker, containerd, cri-o, podman; empty when the cgroup path does not say), the full 64-hex container_id and the Kubernetes pod_uid (empty outside Kubernetes); container_name is the Docker Engine API's name of a docker or podman container with --collector.process.docker-host, empty without it or until known (an empty label is no label in Prometheus). Absent for a process outside any recognised container.",
+			g, "pid", "comm", "runtime", "container_id", "pod_uid", "container_name"),
 		visible: NewFamily("fabric_process_rdma_device_visible",
 			"1 if the verbs node of a rail's RDMA device (uverbsN, node=\"\" when the host has none) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0.",
 			g, "pid", "comm", "device", "node"),
+	}
+	if p.DockerHost != "" {
+		d, err := newDockerNames(env, p.DockerHost)
+		if err != nil {
+			return nil, fmt.Errorf("--collector.process.docker-host: %w", err)
+		}
+		c.docker = d
 	}
 	errFam := NewFamily("fabric_process_read_errors_total",
 		"Reads of /proc/PID files that failed for a reason other than the process having exited: permission denied without root or CAP_SYS_PTRACE, or garbage. Also counted in fabric_scrape_read_errors_total.",
@@ -545,6 +568,15 @@ func (c *processCollector) collectProcess(sel procSel, now time.Time, devices []
 		b.Add(e.s, 1)
 	}
 
+	if st.cgAt.IsZero() || now.Sub(st.cgAt) >= c.interval {
+		c.readCgroup(st)
+		st.cgAt = now
+	}
+	if st.inCont {
+		c.containerName(st)
+		b.Add(st.contInfo, 1)
+	}
+
 	if len(devices) > 0 && (st.visAt.IsZero() || now.Sub(st.visAt) >= c.interval) {
 		c.checkVisibility(st, devices)
 		st.visAt = now
@@ -574,6 +606,64 @@ func (c *processCollector) bind(st *procState) {
 	}
 	for i := range st.vis {
 		st.vis[i].s = c.visible.With(p, comm, st.vis[i].device, st.vis[i].node)
+	}
+	if st.inCont {
+		st.contInfo = c.containerSeries(st)
+	}
+}
+
+// readCgroup reads the container of a process from /proc/PID/cgroup
+// (cgroup.go). A file that cannot be read or parsed leaves the process
+// without a container: no label rather than a wrong one.
+func (c *processCollector) readCgroup(st *procState) {
+	path := st.dir + "/cgroup"
+	if c.cgBuf == nil {
+		c.cgBuf = make([]byte, maxCgroupFile+1)
+	}
+	n, err := c.readInto(path, c.cgBuf)
+	if err == nil && n > maxCgroupFile {
+		err = fmt.Errorf("%w: %s is larger than %d bytes", errGarbage, path, maxCgroupFile)
+	}
+	if err != nil {
+		c.readError("cgroup", path, err)
+		st.inCont, st.contInfo = false, nil
+		return
+	}
+	ref, ok := parseCgroupFile(c.cgBuf[:n])
+	if !ok {
+		st.inCont, st.contInfo = false, nil
+		return
+	}
+	if !st.inCont || ref != st.cont {
+		st.cont, st.inCont, st.contName = ref, true, ""
+		st.contInfo = c.containerSeries(st)
+	}
+}
+
+// containerSeries binds a process's container series. container_name is
+// always a label of the family (one family per name in this process), empty
+// without --collector.process.docker-host.
+func (c *processCollector) containerSeries(st *procState) *Series {
+	return c.container.With(st.pidS, st.comm, st.cont.runtime, st.cont.id, st.cont.podUID, st.contName)
+}
+
+// containerName refreshes the Docker name of a process's container from
+// the cache (never waiting for the daemon) and rebinds its series when it
+// changed.
+func (c *processCollector) containerName(st *procState) {
+	if c.docker == nil || !st.inCont || (st.cont.runtime != runtimeDocker && st.cont.runtime != runtimePodman) {
+		return
+	}
+	if name := kubeLabel(c.docker.Name(st.cont.id)); name != st.contName {
+		st.contName = name
+		st.contInfo = c.containerSeries(st)
+	}
+}
+
+// Close stops the Docker name lookups.
+func (c *processCollector) Close() {
+	if c.docker != nil {
+		c.docker.Close()
 	}
 }
 

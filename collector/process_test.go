@@ -69,6 +69,11 @@ fabric_process_selected 3
 # HELP fabric_process_candidates Processes that matched --collector.process.cmdline or run on a GPU, before the --collector.process.max cap.
 # TYPE fabric_process_candidates gauge
 fabric_process_candidates 3
+# HELP fabric_process_container_info The container of the process, from /proc/PID/cgroup (re-read every --collector.process.numa-maps-interval): runtime (docker, containerd, cri-o, podman; empty when the cgroup path does not say), the full 64-hex container_id and the Kubernetes pod_uid (empty outside Kubernetes); container_name is the Docker Engine API's name of a docker or podman container with --collector.process.docker-host, empty without it or until known (an empty label is no label in Prometheus). Absent for a process outside any recognised container.
+# TYPE fabric_process_container_info gauge
+fabric_process_container_info{comm="python3",container_id="5734f5e6da28ef2a7d30683d72d881d34cc20c195221ed1f200ac9d5a2ffd388",container_name="",pid="4242",pod_uid="8f4c2a1e-6b3d-4e59-9a7c-1d2e3f4a5b6c",runtime="containerd"} 1
+fabric_process_container_info{comm="sglang::schedul",container_id="b7813833eb092b66317b20e88d6d7b56cac5643cf1ac9aa8aa70812711bde274",container_name="",pid="4310",pod_uid="2b7e9d40-51c3-4f8a-b6e2-7c9d0a1b3e4f",runtime="containerd"} 1
+fabric_process_container_info{comm="sglang::schedul",container_id="f6f6b9c6a78875c26e65a60448dec9ec0d21dcc5e801662a1444eabcdb85255e",container_name="",pid="4311",pod_uid="",runtime="docker"} 1
 # HELP fabric_process_info A reported process and why it was selected (cmdline, gpu or both); comm is its name (/proc/PID/comm).
 # TYPE fabric_process_info gauge
 fabric_process_info{comm="python3",pid="4242",selected_by="cmdline"} 1
@@ -151,6 +156,7 @@ fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_3",node="
 fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_3",node="uverbs1",pid="4311"} 1
 # HELP fabric_process_read_errors_total Reads of /proc/PID files that failed for a reason other than the process having exited: permission denied without root or CAP_SYS_PTRACE, or garbage. Also counted in fabric_scrape_read_errors_total.
 # TYPE fabric_process_read_errors_total counter
+fabric_process_read_errors_total{file="cgroup"} 0
 fabric_process_read_errors_total{file="cmdline"} 0
 fabric_process_read_errors_total{file="environ"} 0
 fabric_process_read_errors_total{file="numa_maps"} 0

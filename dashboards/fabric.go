@@ -11,7 +11,9 @@ import (
 
 // fabricOverview: rails (RDMA throughput, utilization, TCP on the rail
 // netdevs, non-rail NICs, bytes per token), lossless Ethernet (PFC, pause
-// storms, RoCE retransmissions, CNPs), links and the exporter's health.
+// storms, RoCE retransmissions, CNPs), links, the physical path (PCIe
+// links and AER, FEC and pre-FEC BER, optical modules, NVLink) and the
+// exporter's health.
 func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 	w := c.RateWindow
 	rail := sel(railM)
@@ -106,6 +108,67 @@ func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 			unitBits, half,
 			query("rail:fabric_rdma_link_speed:bits"+rail, "{{instance}} {{rail}}")).
 			Thresholds(thresholds(c.ExpectedRailSpeedBytes*8, true))).
+		WithRow(row("Physical path")).
+		WithPanel(ratioPanel("PCIe link speed of GPUs and HCAs",
+			"Current PCIe link speed of each GPU and RDMA device over what both ends of its link support (1 = full speed). "+
+				"Idle GPUs lower it (power management); only a busy device below 1 is a fault (alert PCIeLinkSpeedDegraded).",
+			half,
+			query("fabric_pcie_link_speed_transfers_per_second"+sel()+" / fabric_pcie_link_supported_speed_transfers_per_second"+sel()+
+				` * on (cluster, instance, pci_bus_id) group_left (kind, name) fabric_pci_device_info`+sel(`kind=~"gpu|hca"`),
+				"{{instance}} {{kind}} {{name}}")).
+			Min(0).Max(1)).
+		WithPanel(timeseriesPanel("PCIe lanes missing",
+			"For every PCIe link on the path of a GPU or HCA (endpoints and switch upstream ports): lanes below what both ends support. "+
+				"Anything above 0 halves or quarters that link's bandwidth at all times (alert PCIeLinkWidthDegraded).",
+			unitShort, half,
+			query("fabric_pcie_link_supported_width"+sel()+" - fabric_pcie_link_width"+sel(), "{{instance}} {{pci_bus_id}}")).
+			Min(0)).
+		WithPanel(timeseriesPanel("PCIe AER errors",
+			"AER errors per function of the GPU and HCA paths, by class (correctable: replayed; nonfatal/fatal: lost transactions, "+
+				"alert PCIeUncorrectableErrors). fabric_pcie_path_info names the devices behind a function.",
+			unitShort, half,
+			query("sum by (cluster, instance, pci_bus_id, class) (increase(fabric_pcie_aer_errors_total"+sel()+"[$__rate_interval]))",
+				"{{instance}} {{pci_bus_id}} {{class}}"))).
+		WithPanel(thresholdLine(timeseriesPanel("Pre-FEC bit error ratio per rail",
+			"Bits the rail's FEC corrected per bit of line rate (mlx5 rx_corrected_bits_phy). The dashed line is the RailPreFECBERHigh threshold, "+
+				"a decade below the 2.4e-4 IEEE 802.3 specifies for PAM4 links.",
+			unitShort, half,
+			query(rule("rail:fabric_phy_pre_fec_ber:ratio_rate%s")+rail, "{{instance}} {{rail}}")),
+			c.PreFECBERMax, false)).
+		WithPanel(timeseriesPanel("FEC uncorrectable blocks per rail",
+			"Codewords FEC could not correct on each rail netdev: every one is a corrupted frame RoCE retransmits (alert FECUncorrectableErrors).",
+			unitShort, half,
+			query("increase(fabric_netdev_fec_uncorrectable_blocks_total"+sel()+"[$__rate_interval])"+
+				" * on (cluster, instance, netdev) group_left (rail) fabric_netdev_info"+sel(railM, `rail!=""`),
+				"{{instance}} {{rail}} {{netdev}}"))).
+		WithPanel(timeseriesPanel("Optical RX power per lane",
+			"Received optical power of each lane of each rail's module, and the module's own low-warning threshold (alert TransceiverRxPowerLow). "+
+				"A dark lane drops to the bottom of the scale.",
+			unitDBm, half,
+			query("10 * log10(fabric_transceiver_rx_power_watts"+sel()+" * 1000)"+
+				" * on (cluster, instance, netdev) group_left (rail) fabric_netdev_info"+sel(railM, `rail!=""`),
+				"{{instance}} {{rail}} lane {{lane}}"),
+			query("10 * log10(fabric_transceiver_rx_power_threshold_watts"+sel(`threshold="low_warning"`)+" * 1000)"+
+				" * on (cluster, instance, netdev) group_left (rail) fabric_netdev_info"+sel(railM, `rail!=""`),
+				"{{instance}} {{rail}} low warning"))).
+		WithPanel(timeseriesPanel("Optical module temperature",
+			"Temperature of each rail's module and its own high-warning threshold (alert TransceiverTemperatureHigh).",
+			unitCelsius, half,
+			query("fabric_transceiver_temperature_celsius"+sel()+
+				" * on (cluster, instance, netdev) group_left (rail) fabric_netdev_info"+sel(railM, `rail!=""`),
+				"{{instance}} {{rail}}"),
+			query("fabric_transceiver_temperature_threshold_celsius"+sel(`threshold="high_warning"`)+
+				" * on (cluster, instance, netdev) group_left (rail) fabric_netdev_info"+sel(railM, `rail!=""`),
+				"{{instance}} {{rail}} high warning"))).
+		WithPanel(stateTimelinePanel("NVLink state",
+			"NVML state of each NVLink link (absent on GPUs without NVLink, like PCIe-only cards). Alert NVLinkDown.",
+			half, upDown("UP", "DOWN"),
+			query("fabric_gpu_nvlink_up"+sel(), "{{instance}} GPU {{gpu}} link {{link}}"))).
+		WithPanel(timeseriesPanel("NVLink errors",
+			"Replay, recovery and CRC errors per NVLink link and interval (alert NVLinkErrors).",
+			unitShort, full,
+			query("sum by (cluster, instance, gpu, link, type) (increase(fabric_gpu_nvlink_errors_total"+sel()+"[$__rate_interval]))",
+				"{{instance}} GPU {{gpu}} link {{link}} {{type}}"))).
 		WithRow(row("Exporter health")).
 		WithPanel(tablePanel("Collector state",
 			"Each collector's state and why (fabric_collector_state_info): ok; not_configured (needs a flag, e.g. nccl without "+

@@ -1,6 +1,8 @@
 package dashboards
 
 import (
+	"fmt"
+
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 
 	"github.com/fabric-exporter/fabric_exporter/alerts"
@@ -63,6 +65,17 @@ func ncclDashboard(c alerts.Config) (dashboard.Dashboard, error) {
 			"NCCL version of each process and the CUDA version it was built for.",
 			third, []string{"instance", "host", "pid", "version", "cuda"}, []string{"Value"},
 			instant("fabric_nccl_info"+s))).
+		WithRow(row("Bus bandwidth (NCCL Inspector)")).
+		WithPanel(timeseriesPanel("Bus bandwidth per communicator",
+			"NCCL bus bandwidth from the NCCL Inspector profiler plugin (collector nccl-inspector), collectives of 16 MiB and more. "+
+				"JSON mode: per process (pid) and communicator, time-weighted over the rate window; joins the network NCCL chose "+
+				"for that pid (Transport row). Prometheus mode (.prom): per GPU (uuid) for the plugin's last dump, no pid. "+
+				"Alert NCCLBusBandwidthLow: under a fraction of the rail link speed while NCCL uses IB.",
+			unitBytesPS, full,
+			query(fmt.Sprintf("comm:fabric_nccl_inspector_bus_bandwidth_bytes_per_second:rate%s", c.RateWindow)+
+				sel(`size!~"0-64KiB|64KiB-1MiB|1-16MiB"`), "{{instance}} {{host}} pid {{pid}} {{comm}} {{op}} {{size}}"),
+			query("fabric_nccl_inspector_bus_bandwidth_bytes_per_second"+sel(`size!~"0-64KiB|64KiB-1MiB|1-16MiB"`),
+				"{{instance}} {{host}} {{uuid}} {{comm_name}} {{op}} {{size}} {{algo_proto}}"))).
 		WithRow(row("Log")).
 		WithPanel(timeseriesPanel("Warnings",
 			"NCCL WARN lines per second, per process.",

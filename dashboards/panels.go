@@ -32,6 +32,8 @@ const (
 	unitPerSec  = "cps"         // events/s
 	unitSeconds = "s"
 	unitShort   = "short"
+	unitDBm     = "dBm"
+	unitCelsius = "celsius"
 )
 
 // row is a full-width, expanded row: the panels after it (up to the next

@@ -36,6 +36,16 @@ func placement(c alerts.Config) (dashboard.Dashboard, error) {
 		")\n" +
 		"/ sum by (cluster, instance, pid, comm) (fabric_process_numa_memory_bytes" + s + ")"
 
+	// RDMA devices per pod that got GPUs, 0 for none (the resource
+	// regexps of alerts/config.yml, as PodWithoutRDMADevice uses them).
+	gpuPods := "count by (cluster, instance, namespace, pod) (fabric_kubernetes_pod_device_info" + sel(`resource=~"`+c.KubernetesGPUResources+`"`) + ")"
+	gpuPodRDMA := "(\n" +
+		"  count by (cluster, instance, namespace, pod) (fabric_kubernetes_pod_device_info" + sel(`resource=~"`+c.KubernetesRDMAResources+`"`) + ")\n" +
+		"  and on (cluster, instance, namespace, pod) " + gpuPods + "\n" +
+		")\n" +
+		"or on (cluster, instance, namespace, pod)\n" +
+		"0 * " + gpuPods
+
 	b := newBoard(c, boardOpts{
 		uid:   "fabric-placement",
 		title: "Placement",
@@ -100,6 +110,12 @@ func placement(c alerts.Config) (dashboard.Dashboard, error) {
 			"NCCL_* variables in the environment of each tracked process.",
 			half, []string{"instance", "comm", "pid", "name", "value"}, []string{"Value"},
 			instant("fabric_process_nccl_env_info"+s))).
+		WithPanel(tablePanel("RDMA devices of GPU pods (Kubernetes)",
+			"For each pod the kubelet gave GPUs, the number of RDMA devices it got (kubernetes collector, pod-resources API). "+
+				"NONE on a node that offers RDMA resources is the Kubernetes form of the incident: NCCL in that pod falls back to TCP (alert PodWithoutRDMADevice).",
+			half, []string{"instance", "namespace", "pod", "Value"}, nil,
+			instant(gpuPodRDMA)).
+			OverrideByName("Value", colorCells(valueMappings(mapping{"0", "NONE", "red"})))).
 		WithRow(row("NUMA statistics")).
 		WithPanel(timeseriesPanel("NUMA allocations off the intended node",
 			"Pages per second, per NUMA node (numastat): numa_miss (allocated here though another node was preferred), "+

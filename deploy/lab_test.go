@@ -152,7 +152,7 @@ func TestLabCompose(t *testing.T) {
 		if s.mount("../../collector/fixtures/sys") != "/host/sys" {
 			t.Errorf("%s: the fixture sysfs tree is not mounted at /host/sys", name)
 		}
-		for _, f := range []string{"collector.pfc.ethtool-fixtures", "collector.gpu.fixture"} {
+		for _, f := range []string{"collector.pfc.ethtool-fixtures", "collector.phy.fixtures", "collector.gpu.fixture"} {
 			if s.flag(f) == "" {
 				t.Errorf("%s: no --%s", name, f)
 			}

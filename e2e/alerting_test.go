@@ -24,6 +24,7 @@ import (
 
 	"github.com/fabric-exporter/fabric_exporter/alerts"
 	"github.com/fabric-exporter/fabric_exporter/dashboards"
+	"github.com/fabric-exporter/fabric_exporter/internal/fakekubelet"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
@@ -73,7 +74,9 @@ func writeInPlace(path, content string) error {
 // exporter reading it.
 type node struct {
 	name, addr, sys, eth string
-	proc, logs           string // fixture /proc (placement node), NCCL log directory (nccl node)
+	proc, logs           string              // fixture /proc (placement node), NCCL log directory (nccl node)
+	inspector            string              // NCCL Inspector dump directory (nccl node)
+	kubelet              *fakekubelet.Server // the kubelet's pod-resources API (placement and healthy nodes)
 	args                 []string
 	cmd                  *exec.Cmd
 	mu                   sync.Mutex
@@ -146,7 +149,8 @@ func (w *webhook) all() []event {
 // "fabric" (a ServiceMonitor's name; the rules select by metric name and
 // FabricExporterDown's selector is set to that job). A baseline where only
 // the node with a broken placement (RDMA devices missing in a container,
-// memory on the far NUMA node) and the node whose --path.sysfs points at
+// memory on the far NUMA node, a pod given GPUs but no RDMA device by the
+// kubelet) and the node whose --path.sysfs points at
 // nothing (FabricCollectorFailing with the reason) alert, then a PFC storm
 // (one alert naming the rail), a retransmission burst, a rail going down, an
 // NCCL process falling back to sockets, a rail device vanishing while the
@@ -217,7 +221,22 @@ func TestAlertingEndToEnd(t *testing.T) {
 			n.counters[filepath.Join(n.sys, "class/net", nd, "statistics/tx_bytes")] = 13906677385
 		}
 		args := []string{"--web.listen-address=" + n.addr, "--path.sysfs=" + n.sys, "--collector.pfc.ethtool-fixtures=" + n.eth,
+			"--collector.phy.fixtures=" + filepath.Join(repo, "collector/fixtures/phy"),
 			"--collector.gpu.interval=1s", "--collector.process.numa-maps-interval=1s"}
+		if name == "placement" || name == "healthy" {
+			// The kubelet: on the placement node pod llm/sglang-1 got GPUs
+			// but no RDMA device (PodWithoutRDMADevice); on the healthy
+			// node every GPU pod got one.
+			dir, err := os.MkdirTemp("", "kube")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			sock := filepath.Join(dir, "kubelet.sock")
+			n.kubelet = fakekubelet.New(fakekubelet.NodePods(name == "healthy"))
+			fakekubelet.Serve(t, n.kubelet, sock)
+			args = append(args, "--collector.kubernetes.pod-resources-socket="+sock)
+		}
 		switch name {
 		case "placement":
 			// The fixture /proc: SGLang schedulers on GPUs 0 and 1, one with
@@ -234,6 +253,18 @@ func TestAlertingEndToEnd(t *testing.T) {
 			writeNCCL(t, filepath.Join(n.logs, "node7.4242.log"), ncclIB)
 			args = append(args, "--collector.gpu.fixture="+gpuFixture, "--collector.nccl.log-path="+filepath.Join(n.logs, "*.log"),
 				"--collector.nccl.retention=5s", "--collector.nccl.poll-interval=250ms")
+			// The NCCL Inspector's real dumps of the lent H200, both modes in
+			// one directory; the traffic loop appends operations to the JSON
+			// file of pid 692 (host vm: no NCCL log of that process here, so
+			// no join with a network and no NCCLBusBandwidthLow).
+			n.inspector = filepath.Join(tmp, name, "nccl-inspector")
+			os.MkdirAll(n.inspector, 0o755)
+			for _, mode := range []string{"json", "prom"} {
+				if err := fixturetree.Copy(filepath.Join(repo, "collector/fixtures/nccl-inspector", mode), n.inspector); err != nil {
+					t.Fatal(err)
+				}
+			}
+			args = append(args, "--collector.nccl-inspector.dump-dir="+n.inspector, "--collector.nccl-inspector.poll-interval=250ms")
 		default:
 			args = append(args, "--collector.gpu.fixture="+gpuFixture)
 		}
@@ -266,6 +297,7 @@ func TestAlertingEndToEnd(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Add(1)
+	sn := 1000
 	go func() {
 		defer wg.Done()
 		tick := time.NewTicker(250 * time.Millisecond)
@@ -314,6 +346,10 @@ func TestAlertingEndToEnd(t *testing.T) {
 					if fault("nccl") {
 						appendNCCL(filepath.Join(n.logs, "node7.5555.log"), "node7:5555:5555 [0] NCCL INFO AllReduce: opCount 1a2 sendbuff 0x7f sendcount 1048576 datatype 9 op 0 root 0 comm 0x5 [nranks=16] stream 0x1\n")
 					}
+				}
+				if n.inspector != "" {
+					sn++
+					appendNCCL(filepath.Join(n.inspector, "vm-pid692.log"), fmt.Sprintf(inspectorLine, sn))
 				}
 				n.mu.Unlock()
 			}
@@ -396,6 +432,7 @@ scrape_configs:
 		{"RDMADevicesMissingInContainer", "placement", "team-chat", map[string]string{"severity": "warning", "pid": "4310", "node": "uverbs0", "device": "mlx5_0"}},
 		{"RDMADevicesMissingInContainer", "placement", "team-chat", map[string]string{"severity": "warning", "pid": "4311", "node": "uverbs0", "device": "mlx5_0"}},
 		{"CrossNUMAPlacement", "placement", "team-chat", map[string]string{"severity": "warning", "pid": "4310"}},
+		{"PodWithoutRDMADevice", "placement", "team-chat", map[string]string{"severity": "warning", "namespace": "llm", "pod": "sglang-1", "job": job}},
 		{"FabricCollectorFailing", "blind", "team-chat", map[string]string{"severity": "warning", "collector": "rdma", "job": job}},
 	}
 	waitAlerts(t, hook, nodes, "firing", placementAlerts)
@@ -492,12 +529,19 @@ scrape_configs:
 		}
 	}
 
+	// The NCCL Inspector's bus bandwidth, through the recording rule: the
+	// operations the traffic loop appends run at 1.86 GB/s.
+	if v, err := prom.scalar(`sum(comm:fabric_nccl_inspector_bus_bandwidth_bytes_per_second:rate1m{instance="` + nccl.addr + `", pid="692", size="16-256MiB"})`); err != nil || v < 1.8e9 || v > 1.9e9 {
+		t.Errorf("NCCL Inspector bus bandwidth of pid 692: %v B/s (%v), want 1.86e9", v, err)
+	}
+
 	// The faults end; every alert resolves.
 	setFault("pfc", false)
 	setFault("retrans", false)
 	setFault("linkdown", false)
 	setFault("nccl", false)
 	fixPlacement(t, nodes["placement"].proc)
+	nodes["placement"].kubelet.Set(fakekubelet.NodePods(true))
 	for _, d := range []struct {
 		n      *node
 		target string
@@ -542,6 +586,11 @@ scrape_configs:
 		}
 	}
 }
+
+// inspectorLine is an operation as the NCCL Inspector writes it in JSON
+// mode (the fixture's format; %d: its sequence number): 64 MiB all-reduce
+// at 1.85 GB/s.
+const inspectorLine = `{"header":{"id":"0xa6ce86ab2388df","comm_name":"unknown","rank":0,"n_ranks":2,"nnodes":2},"metadata":{"inspector_output_format_version":"v4.0","git_rev":"unknown","rec_mechanism":"nccl_profiler_interface","dump_timestamp_us":1796165787531274,"hostname":"vm","pid":692},"coll_perf":{"coll":"AllReduce","coll_sn":%d,"coll_msg_size_bytes":67108864,"coll_exec_time_us":36068,"coll_timing_source":"kernel_gpu","coll_algobw_gbs":1.860621,"coll_busbw_gbs":1.860621}}` + "\n"
 
 type expectation struct {
 	alert, node, receiver string

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/fakekubelet"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
@@ -23,12 +24,14 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden file collector/fixtures/e2e-output.txt")
 
 const (
-	goldenPath  = "../../collector/fixtures/e2e-output.txt"
-	fixtureSys  = "../../collector/fixtures/sys"
-	fixtureEth  = "../../collector/fixtures/ethtool"
-	fixtureGPU  = "../../collector/fixtures/gpu/dcgm-8gpu.json"
-	fixtureProc = "../../collector/fixtures/proc"
-	fixtureLog  = "../../collector/fixtures/nccl"
+	goldenPath       = "../../collector/fixtures/e2e-output.txt"
+	fixtureSys       = "../../collector/fixtures/sys"
+	fixtureEth       = "../../collector/fixtures/ethtool"
+	fixtureGPU       = "../../collector/fixtures/gpu/dcgm-8gpu.json"
+	fixtureProc      = "../../collector/fixtures/proc"
+	fixtureLog       = "../../collector/fixtures/nccl"
+	fixturePhy       = "../../collector/fixtures/phy"
+	fixtureInspector = "../../collector/fixtures/nccl-inspector"
 )
 
 var binary string
@@ -127,7 +130,7 @@ func get(t *testing.T, url string) string {
 }
 
 // volatile matches series whose values change between runs.
-var volatile = regexp.MustCompile(`^(# (HELP|TYPE) )?(go_|process_|promhttp_|fabric_exporter_build_info|fabric_scrape_collector_duration_seconds)`)
+var volatile = regexp.MustCompile(`^(# (HELP|TYPE) )?(go_|process_|promhttp_|fabric_exporter_build_info|fabric_scrape_collector_duration_seconds|fabric_transceiver_read_timestamp_seconds)`)
 
 func stable(metrics string) string {
 	var b strings.Builder
@@ -144,9 +147,16 @@ func stable(metrics string) string {
 // rewrites it. promtool (Debian's prometheus package) lints the scrape.
 func TestEndToEnd(t *testing.T) {
 	logDir := ncclLogDir(t)
-	addr, logs := startExporterWith(t, ncclLogsRead, "--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--collector.pfc.ethtool-fixtures="+fixtureEth,
-		"--collector.gpu.fixture="+fixtureGPU,
-		"--collector.nccl.log-path="+filepath.Join(logDir, "*.log"), "--collector.nccl.retention=0")
+	// The kubelet's pod-resources API, served by a real gRPC server with the
+	// fixture node's pods (internal/fakekubelet).
+	sock := filepath.Join(shortTempDir(t), "kubelet.sock")
+	fakekubelet.Serve(t, fakekubelet.NodeFixture(), sock)
+	inspDir := inspectorDir(t)
+	addr, logs := startExporterWith(t, ncclAndInspectorRead,
+		"--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--collector.pfc.ethtool-fixtures="+fixtureEth,
+		"--collector.gpu.fixture="+fixtureGPU, "--collector.phy.fixtures="+fixturePhy, "--collector.kubernetes.pod-resources-socket="+sock,
+		"--collector.nccl.log-path="+filepath.Join(logDir, "*.log"), "--collector.nccl.retention=0",
+		"--collector.nccl-inspector.dump-dir="+inspDir, "--collector.nccl-inspector.retention=0")
 	raw := get(t, "http://"+addr+"/metrics")
 	got := stable(raw)
 	if *update {
@@ -170,6 +180,17 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("exporter logged errors:\n%s", logs)
 	}
 	promtoolCheck(t, raw)
+}
+
+// shortTempDir is a temporary directory with a path short enough for a
+// unix socket (107 bytes; t.TempDir() can be longer).
+func shortTempDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "fe2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // ncclLogDir copies the NCCL log fixtures (the real sample logs) to a
@@ -199,6 +220,42 @@ func ncclLogDir(t *testing.T) string {
 	return dir
 }
 
+// inspectorDir copies the NCCL Inspector fixtures of both modes (the real
+// JSON and .prom dumps of the lent H200) into one dump directory.
+func inspectorDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := filepath.Glob(filepath.Join(fixtureInspector, "*", "*"))
+	if err != nil || len(files) != 4 {
+		t.Fatalf("NCCL Inspector fixtures in %s: %v %v", fixtureInspector, files, err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// ncclAndInspectorRead is ncclLogsRead, and the nccl-inspector collector
+// has read both JSON files (200 lines each) and both .prom files; one
+// scrape per probe (every scrape counts the fixture's unreadable files
+// again in fabric_scrape_read_errors_total).
+func ncclAndInspectorRead(addr string) bool {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return ncclReady(b) && strings.Contains(string(b), "\nfabric_nccl_inspector_lines_total 400\n") &&
+		strings.Contains(string(b), "\nfabric_nccl_inspector_files{format=\"prom\"} 2\n")
+}
+
 // ncclLogsRead is ready once the nccl collector has read every log: its
 // follower runs in the background, so the first scrapes may come earlier.
 func ncclLogsRead(addr string) bool {
@@ -208,6 +265,10 @@ func ncclLogsRead(addr string) bool {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	return ncclReady(b)
+}
+
+func ncclReady(b []byte) bool {
 	return strings.Contains(string(b), "\nfabric_nccl_log_backlog_bytes 0\n") &&
 		regexp.MustCompile(`\nfabric_nccl_log_files [1-9]`).Match(b)
 }
@@ -287,7 +348,7 @@ func TestNoRDMAHost(t *testing.T) {
 
 func TestLandingPage(t *testing.T) {
 	addr, _ := startExporter(t, "--path.sysfs="+fixtureSys, "--rail=rail0=mlx5_0:1", "--rail=rail1=mlx5_3",
-		"--collector.pfc.ethtool-fixtures="+fixtureEth, "--path.procfs=/nonexistent/proc")
+		"--collector.pfc.ethtool-fixtures="+fixtureEth, "--collector.phy.fixtures="+fixturePhy, "--path.procfs=/nonexistent/proc")
 	page := get(t, "http://"+addr+"/")
 	for _, want := range []string{"<tr><td>rdma</td><td>ok</td><td></td></tr>", "<tr><td>pfc</td><td>ok</td><td></td></tr>",
 		"<tr><td>nccl</td><td>not_configured</td><td>no --collector.nccl.log-path</td></tr>",
@@ -327,8 +388,8 @@ func TestWrongPathsLoudAndRecover(t *testing.T) {
 	host := t.TempDir()
 	sys, proc := filepath.Join(host, "sys"), filepath.Join(host, "proc")
 	addr, logs := startExporter(t, "--path.sysfs="+sys, "--path.procfs="+proc, "--path.rootfs="+filepath.Join(host, "root"),
-		"--collector.pfc.ethtool-fixtures="+fixtureEth, "--no-collector.gpu")
-	for _, c := range []string{"netdev", "numa", "pfc", "rdma", "topology"} {
+		"--collector.pfc.ethtool-fixtures="+fixtureEth, "--collector.phy.fixtures="+fixturePhy, "--no-collector.gpu")
+	for _, c := range []string{"netdev", "numa", "pcie", "pfc", "phy", "rdma", "topology"} {
 		if n := countLines(logs.String(), "level=warn", "collector="+c+" ", "state=source_missing", "path="+sys, `fix="mount the host's /sys there (docker run -v /sys:/host/sys:ro`); n != 1 {
 			t.Errorf("%s: %d warn lines with path and fix at startup, want 1:\n%s", c, n, logs)
 		}
@@ -355,7 +416,7 @@ func TestWrongPathsLoudAndRecover(t *testing.T) {
 	copyDir(t, fixtureSys, sys)
 	copyDir(t, fixtureProc, proc)
 	raw = get(t, "http://"+addr+"/metrics")
-	for _, c := range []string{"netdev", "numa", "pfc", "process", "rdma", "topology"} {
+	for _, c := range []string{"netdev", "numa", "pcie", "pfc", "phy", "process", "rdma", "topology"} {
 		if !strings.Contains(raw, `fabric_collector_state_info{collector="`+c+`",reason="",state="ok"} 1`) {
 			t.Errorf("%s did not recover:\n%s", c, grep(raw, "collector_state"))
 		}
@@ -363,8 +424,8 @@ func TestWrongPathsLoudAndRecover(t *testing.T) {
 	if !strings.Contains(raw, "fabric_rdma_port_up{") {
 		t.Error("no RDMA series after recovery")
 	}
-	if n := countLines(logs.String(), "level=info", "state=ok", "previous=source_missing"); n != 6 {
-		t.Errorf("%d recoveries logged, want 6:\n%s", n, logs)
+	if n := countLines(logs.String(), "level=info", "state=ok", "previous=source_missing"); n != 8 {
+		t.Errorf("%d recoveries logged, want 8:\n%s", n, logs)
 	}
 }
 
@@ -404,6 +465,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--collector.nccl.log-path=/var/log/[nccl"}, "collector.nccl.log-path"},
 		{[]string{"--collector.nccl.max-processes=0"}, "max-processes 0: must be at least 1"},
 		{[]string{"--collector.nccl.poll-interval=1ms"}, "poll-interval 1ms: must be at least 10ms"},
+		{[]string{"--collector.nccl-inspector.max-communicators=0"}, "max-communicators 0: must be at least 1"},
+		{[]string{"--collector.nccl-inspector.poll-interval=1ms"}, "nccl-inspector.poll-interval 1ms: must be at least 10ms"},
+		{[]string{"--collector.nccl-inspector.retention=-1s"}, "nccl-inspector.retention -1s: must not be negative"},
 	} {
 		out, err := exec.Command(binary, append(tc.args, "--web.listen-address="+testenv.FreeAddr(t))...).CombinedOutput()
 		if err == nil {
@@ -444,7 +508,7 @@ func grep(s, sub string) string {
 // the NCCL variables are exported, no secret reaches the scrape or the log.
 func TestProcessSecrets(t *testing.T) {
 	addr, logs := startExporter(t, "--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--log.level=debug",
-		"--collector.pfc.ethtool-fixtures="+fixtureEth)
+		"--collector.pfc.ethtool-fixtures="+fixtureEth, "--collector.phy.fixtures="+fixturePhy)
 	raw := get(t, "http://"+addr+"/metrics") + get(t, "http://"+addr+"/metrics")
 	if !strings.Contains(raw, `fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_SOCKET_IFNAME",pid="4310",value="eth1"} 1`) {
 		t.Fatalf("no NCCL variables in the scrape:\n%s", grep(raw, "nccl"))

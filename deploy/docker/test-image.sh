@@ -191,8 +191,9 @@ docker run -d --name "$name" --read-only \
   -v "$REPO/collector/fixtures/sys:/host/sys:ro" \
   -v "$REPO/collector/fixtures/ethtool:/fixtures/ethtool:ro" \
   -v "$REPO/collector/fixtures/gpu:/fixtures/gpu:ro" \
+  -v "$REPO/collector/fixtures/phy:/fixtures/phy:ro" \
   "$IMAGE" \
-  --collector.pfc.ethtool-fixtures=/fixtures/ethtool \
+  --collector.pfc.ethtool-fixtures=/fixtures/ethtool --collector.phy.fixtures=/fixtures/phy \
   --collector.gpu.fixture=/fixtures/gpu/dcgm-8gpu.json >/dev/null || die "docker run"
 
 hostport=$(docker port "$name" 10470/tcp | head -1)
@@ -242,6 +243,17 @@ if [ "$capeff" = 0000000000080004 ]; then
   pass "exporter capabilities: CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE only (CapEff $capeff)"
 else
   fail "exporter CapEff '$capeff', want 0000000000080004"
+fi
+
+# --collector.process.docker-host against this real dockerd: a process in the
+# running container gets the container's name (collector/docker_test.go).
+step "docker names (go test -run TestDockerNamesRealDaemon)"
+if out=$(FABRIC_TEST_DOCKER_HOST=unix:///var/run/docker.sock FABRIC_TEST_DOCKER_CONTAINER="$name" \
+  go test -count=1 -run '^TestDockerNamesRealDaemon$' -v ./collector 2>&1) && grep -q -- '--- PASS: TestDockerNamesRealDaemon' <<<"$out"; then
+  pass "container_name from the Docker Engine API ($name)"
+else
+  tail -20 <<<"$out"
+  fail "container_name from the Docker Engine API"
 fi
 
 # Without the two capabilities in the bounding set the kernel refuses to

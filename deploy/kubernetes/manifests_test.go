@@ -148,7 +148,10 @@ func TestManifests(t *testing.T) {
 	}
 
 	// Host trees: read-only hostPath mounts where the image's entrypoint looks.
-	want := map[string]string{"/sys": "/host/sys", "/proc": "/host/proc", "/": "/host/root"}
+	// The kubelet's pod-resources directory at the path of the kubernetes
+	// collector's default socket (collector.DefaultPodResourcesSocket).
+	want := map[string]string{"/sys": "/host/sys", "/proc": "/host/proc", "/": "/host/root",
+		"/var/lib/kubelet/pod-resources": "/var/lib/kubelet/pod-resources"}
 	vols := map[string]string{}
 	for _, v := range pod.Volumes {
 		if v.HostPath == nil {

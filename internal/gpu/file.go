@@ -26,6 +26,15 @@ type fileDevice struct {
 	Unsupported []string            `json:"unsupported"`
 	Utilization *float64            `json:"utilization"`
 	PIDs        []uint32            `json:"pids"`
+	NVLinks     []fileNVLink        `json:"nvlinks"`
+}
+
+type fileNVLink struct {
+	Link    int               `json:"link"`
+	Up      bool              `json:"up"`
+	Errors  map[string]uint64 `json:"errors"`
+	TxBytes *uint64           `json:"tx_bytes"`
+	RxBytes *uint64           `json:"rx_bytes"`
 }
 
 // FileBackend serves a snapshot described in a JSON file (demos, the golden
@@ -55,8 +64,24 @@ func NewFileBackend(path string) (*FileBackend, error) {
 				return nil, fmt.Errorf("%s: gpu %d: unknown field %q", path, d.Index, name)
 			}
 		}
+		for _, l := range d.NVLinks {
+			for name := range l.Errors {
+				if nvlinkErrorByName(name) < 0 {
+					return nil, fmt.Errorf("%s: gpu %d: link %d: unknown NVLink error %q", path, d.Index, l.Link, name)
+				}
+			}
+		}
 	}
 	return &fb, nil
+}
+
+func nvlinkErrorByName(s string) int {
+	for i, n := range NVLinkErrorNames {
+		if n == s {
+			return i
+		}
+	}
+	return -1
 }
 
 func fieldByName(s string) Field {
@@ -90,6 +115,19 @@ func (fb *FileBackend) Snapshot() (Snapshot, error) {
 		}
 		if fd.Utilization != nil {
 			d.Utilization = &Value{V: *fd.Utilization, At: now}
+		}
+		for _, fl := range fd.NVLinks {
+			l := NVLink{Link: fl.Link, Up: fl.Up}
+			for name, v := range fl.Errors {
+				l.Errors[nvlinkErrorByName(name)] = Counter{V: v, OK: true}
+			}
+			if fl.TxBytes != nil {
+				l.TxBytes = Counter{V: *fl.TxBytes, OK: true}
+			}
+			if fl.RxBytes != nil {
+				l.RxBytes = Counter{V: *fl.RxBytes, OK: true}
+			}
+			d.NVLinks = append(d.NVLinks, l)
 		}
 		s.Devices = append(s.Devices, d)
 	}

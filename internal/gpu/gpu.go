@@ -56,6 +56,36 @@ type Device struct {
 	Utilization *Value
 	// PIDs of compute processes, in the driver's (host) PID namespace.
 	PIDs []uint32
+	// NVLinks are the GPU's NVLink links (none on PCIe-only GPUs).
+	NVLinks []NVLink
+}
+
+// NVLink error counters (NVML nvmlNvLinkErrorCounter_t).
+const (
+	NVLinkReplay   = iota // NVML_NVLINK_ERROR_DL_REPLAY: data link transmit replays
+	NVLinkRecovery        // NVML_NVLINK_ERROR_DL_RECOVERY: data link recoveries (the link retrained)
+	NVLinkCRCFlit         // NVML_NVLINK_ERROR_DL_CRC_FLIT: flow-control digit CRC errors
+	NVLinkCRCData         // NVML_NVLINK_ERROR_DL_CRC_DATA: data CRC errors
+	NumNVLinkErrors
+)
+
+// NVLinkErrorNames are the type label values of the NVLink error counters.
+var NVLinkErrorNames = [NumNVLinkErrors]string{"replay", "recovery", "crc_flit", "crc_data"}
+
+// Counter is a cumulative value and whether the source reported it.
+type Counter struct {
+	V  uint64
+	OK bool
+}
+
+// NVLink is one NVLink link of a GPU.
+type NVLink struct {
+	Link   int
+	Up     bool // NVML link state enabled
+	Errors [NumNVLinkErrors]Counter
+	// Payload bytes sent and received over the link (NVML field values
+	// NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX, KiB in NVML).
+	TxBytes, RxBytes Counter
 }
 
 // Snapshot is what one scrape reads. Backends build it in the background,

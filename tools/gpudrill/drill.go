@@ -30,9 +30,13 @@ type Config struct {
 	WorkDir      string // everything the drill writes goes here
 	Trials       int    // socket-fallback trials (time to page)
 	Replay       string // directory of recorded logs: replay them instead of running PyTorch
-	Inspector    string // NCCL Inspector plugin (.so); "" = none
-	SocketIf     string // NCCL_SOCKET_IFNAME of the socket run
-	GPU          int    // CUDA device of both ranks
+	// ReplayInspector is a directory of recorded NCCL Inspector JSON dumps
+	// of the same run as Replay's socket/ logs (same hosts and pids): the
+	// replay's trial 1 writes them into its Inspector dump directory.
+	ReplayInspector string
+	Inspector       string // NCCL Inspector plugin (.so); "" = none
+	SocketIf        string // NCCL_SOCKET_IFNAME of the socket run
+	GPU             int    // CUDA device of both ranks
 	// Ports on 127.0.0.1.
 	ExporterPort, PrometheusPort, AlertmanagerPort, WebhookPort, TorchPort int
 	PageTimeout                                                            time.Duration
@@ -133,6 +137,9 @@ func Run(cfg Config) (*Result, error) {
 		cfg.ScrapeInterval, cfg.EvalInterval, sh.scrapeInterval, sh.evalInterval, sh.ncclFor, sh.pageGroupWait)
 	for i := 1; i <= cfg.Trials; i++ {
 		inspector := ""
+		if cfg.Replay != "" && cfg.ReplayInspector != "" && i == 1 {
+			inspector = "json"
+		}
 		if cfg.Inspector != "" && cfg.Replay == "" {
 			// JSON lines in the first trial, Prometheus textfiles in the second.
 			switch i {
@@ -202,7 +209,7 @@ func (s *stack) stop() {
 	}
 }
 
-func startStack(cfg Config, sh shipped, dir, gpuFixture string) (*stack, error) {
+func startStack(cfg Config, sh shipped, dir, gpuFixture, inspectorDir string) (*stack, error) {
 	s := &stack{}
 	var err error
 	instance, _ := os.Hostname()
@@ -211,6 +218,10 @@ func startStack(cfg Config, sh shipped, dir, gpuFixture string) (*stack, error) 
 		`--collector.process.cmdline=allreduce\.py`}
 	if gpuFixture != "" {
 		args = append(args, "--collector.gpu.fixture="+gpuFixture)
+	}
+	if inspectorDir != "" {
+		// The directory the ranks' NCCL_INSPECTOR_DUMP_DIR points to.
+		args = append(args, "--collector.nccl-inspector.dump-dir="+inspectorDir)
 	}
 	if s.exporter, err = startProc("fabric_exporter", filepath.Join(dir, "exporter.log"), os.Environ(), cfg.Exporter, args...); err != nil {
 		return s, err
@@ -271,7 +282,14 @@ func runTrial(cfg Config, sh shipped, res *Result, name, kind, inspector string)
 	if cfg.Replay != "" {
 		gpuFixture = filepath.Join(cfg.Replay, "gpu-fixture.json")
 	}
-	st, err := startStack(cfg, sh, dir, gpuFixture)
+	inspDir := ""
+	if inspector != "" {
+		inspDir = filepath.Join(dir, "inspector")
+		if err := os.MkdirAll(inspDir, 0o755); err != nil {
+			return err
+		}
+	}
+	st, err := startStack(cfg, sh, dir, gpuFixture, inspDir)
 	defer st.stop()
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
@@ -287,6 +305,13 @@ func runTrial(cfg Config, sh shipped, res *Result, name, kind, inspector string)
 	if cfg.Replay != "" {
 		if err := replayLogs(filepath.Join(cfg.Replay, kind), ncclDir); err != nil {
 			return err
+		}
+		if inspector == "json" {
+			done, err := replayInspector(cfg.ReplayInspector, inspDir, 4*parseDur(cfg.ScrapeInterval))
+			if err != nil {
+				return err
+			}
+			defer func() { <-done }()
 		}
 	} else {
 		if job, err = startJob(cfg, dir, kind, inspector, stopFile); err != nil {
@@ -339,6 +364,9 @@ func runTrial(cfg Config, sh shipped, res *Result, name, kind, inspector string)
 	switch kind {
 	case "socket":
 		checkSocket(cfg, res, st, name, ranks, pids, page, paged)
+		if inspector == "json" {
+			checkInspector(cfg, res, name, ranks, pids, inspDir)
+		}
 	case "ib":
 		checkInitFailure(cfg, res, name, ranks, pids, page, paged)
 	}
@@ -363,6 +391,9 @@ func runTrial(cfg Config, sh shipped, res *Result, name, kind, inspector string)
 				time.Sleep(500 * time.Millisecond)
 			}
 			snapshotDir(filepath.Join(dir, "inspector"), filepath.Join(dir, "inspector-snapshot"))
+			if anyFile(filepath.Join(dir, "inspector-snapshot"), ".prom") {
+				reportInspectorProm(cfg, res, name, ranks, pids)
+			}
 		}
 		os.WriteFile(stopFile, nil, 0o644)
 		for _, p := range job {

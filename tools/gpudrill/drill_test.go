@@ -43,7 +43,8 @@ func TestDrillReplay(t *testing.T) {
 	}
 	cfg := Config{Repo: repo, Exporter: exporter, Prometheus: prom, Alertmanager: am, WorkDir: filepath.Join(tmp, "work"),
 		Trials: 1, Replay: filepath.Join(repo, "collector/fixtures/nccl-drill"), SocketIf: "lo",
-		ExporterPort: freePort(t), PrometheusPort: freePort(t), AlertmanagerPort: freePort(t), WebhookPort: freePort(t), TorchPort: freePort(t),
+		ReplayInspector: filepath.Join(repo, "collector/fixtures/nccl-inspector/json"),
+		ExporterPort:    freePort(t), PrometheusPort: freePort(t), AlertmanagerPort: freePort(t), WebhookPort: freePort(t), TorchPort: freePort(t),
 		PageTimeout: 90 * time.Second, ScrapeInterval: "2s", EvalInterval: "2s"}
 	res, err := Run(cfg)
 	if res != nil {
@@ -58,6 +59,8 @@ func TestDrillReplay(t *testing.T) {
 	// The checks that make the drill: every one ran.
 	want := []string{"trial1: NCCLSocketFallback paged", "trial1: NCCLSocketFallback for every rank", "trial1: socket interface",
 		"trial1: fabric_gpu_process_info joins the ranks", "trial1: no init failure for a working rank",
+		"trial1: Inspector bus bandwidth for every rank", `trial1: Inspector bus bandwidth joins fabric_nccl_net_info{net="Socket"}`,
+		"trial1: scraped Inspector bus bandwidth agrees with the dump files",
 		"ib-failure: NCCLInitFailed paged", "ib-failure: fabric_nccl_init_failure_info for every rank",
 		"ib-failure: no network reported for a failed rank", "ib-failure: NCCLInitFailed carries the reason",
 		"ib-failure: no NCCLSocketFallback for a failed rank"}
@@ -129,5 +132,56 @@ func TestShippedSettings(t *testing.T) {
 	}
 	if strings.Contains(string(b), "example.internal") {
 		t.Errorf("a receiver still points outside:\n%s", b)
+	}
+}
+
+// The replay writes the recorded Inspector files whole, in chunks.
+func TestReplayInspector(t *testing.T) {
+	src := filepath.Join(repo, "collector/fixtures/nccl-inspector/json")
+	dst := t.TempDir()
+	done, err := replayInspector(src, dst, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	files, _ := filepath.Glob(filepath.Join(src, "*.log"))
+	if len(files) != 2 {
+		t.Fatalf("fixture files: %v", files)
+	}
+	for _, f := range files {
+		want, _ := os.ReadFile(f)
+		got, err := os.ReadFile(filepath.Join(dst, filepath.Base(f)))
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s: replayed %d bytes of %d (%v)", filepath.Base(f), len(got), len(want), err)
+		}
+	}
+	if _, err := replayInspector(t.TempDir(), dst, 0); err == nil {
+		t.Error("no error for a directory without dumps")
+	}
+}
+
+// The dump files' bus bandwidth, per rank, as the recording rule weighs it.
+func TestInspectorDumps(t *testing.T) {
+	dir := t.TempDir()
+	line := func(pid int, bw float64, us int) string {
+		return `{"header":{"id":"0x1","comm_name":"unknown","rank":0,"n_ranks":2,"nnodes":2},"metadata":{"hostname":"vm","pid":` + strconv.Itoa(pid) +
+			`},"coll_perf":{"coll":"AllReduce","coll_msg_size_bytes":67108864,"coll_exec_time_us":` + strconv.Itoa(us) + `,"coll_busbw_gbs":` + strconv.FormatFloat(bw, 'f', -1, 64) + "}}\n"
+	}
+	os.WriteFile(filepath.Join(dir, "vm-pid7.log"), []byte(line(7, 1, 100)+line(7, 4, 300)+"garbage\n"+line(7, 2, 100)), 0o644)
+	d := inspectorDumps(dir)
+	got := d["vm/7"]
+	// (1·100 + 4·300 + 2·100) / 500 = 3
+	if got.ops != 3 || got.median != 2 || got.weighted != 3 || len(d) != 1 {
+		t.Errorf("%+v", d)
+	}
+	// Every rank needs a series.
+	ranks := []rank{{host: "vm", pid: "7"}, {host: "vm", pid: "8"}}
+	if _, ok := perRank([]sample{{labels: map[string]string{"host": "vm", "pid": "7"}, value: 1}}, ranks); ok {
+		t.Error("a rank without a series passed")
+	}
+	m, ok := perRank([]sample{{labels: map[string]string{"host": "vm", "pid": "7"}, value: 1}, {labels: map[string]string{"host": "vm", "pid": "8"}, value: 2},
+		{labels: map[string]string{"host": "vm", "pid": "7"}, value: 3}}, ranks)
+	if !ok || m["vm/7"] != 3 || m["vm/8"] != 2 {
+		t.Errorf("%v %v", m, ok)
 	}
 }

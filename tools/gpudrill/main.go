@@ -16,7 +16,11 @@
 // of its ports is taken.
 //
 // --replay=DIR runs the same checks on recorded logs instead of PyTorch
-// (CI: collector/fixtures/nccl-drill).
+// (CI: collector/fixtures/nccl-drill, with --replay-inspector=
+// collector/fixtures/nccl-inspector/json). With the NCCL Inspector plugin
+// (--inspector) or its recorded dumps, the exporter follows the dump
+// directory and the drill checks the scraped bus bandwidth of every rank
+// and its join to fabric_nccl_net_info{net="Socket"}.
 package main
 
 import (
@@ -41,6 +45,7 @@ func main() {
 	flag.StringVar(&cfg.WorkDir, "workdir", "", "directory for everything the drill writes (default: a new one under $TMPDIR)")
 	flag.IntVar(&cfg.Trials, "trials", 3, "socket-fallback trials (time to page)")
 	flag.StringVar(&cfg.Replay, "replay", "", "replay the recorded logs of this directory instead of running PyTorch")
+	flag.StringVar(&cfg.ReplayInspector, "replay-inspector", "", "with --replay: recorded NCCL Inspector JSON dumps of the same run (collector/fixtures/nccl-inspector/json), replayed in trial 1")
 	flag.StringVar(&cfg.Inspector, "inspector", "", "NCCL Inspector plugin (libnccl-profiler-inspector.so): JSON dumps in trial 1, Prometheus dumps in trial 2")
 	flag.StringVar(&cfg.SocketIf, "socket-ifname", "lo", "NCCL_SOCKET_IFNAME of the ranks")
 	flag.IntVar(&cfg.GPU, "gpu", 0, "CUDA device of both ranks")
@@ -77,6 +82,9 @@ func run(cfg Config) int {
 	}
 	if cfg.Replay != "" {
 		cfg.Replay, _ = filepath.Abs(cfg.Replay)
+	}
+	if cfg.ReplayInspector != "" {
+		cfg.ReplayInspector, _ = filepath.Abs(cfg.ReplayInspector)
 	}
 	if cfg.WorkDir == "" {
 		d, err := os.MkdirTemp("", "gpudrill-")

@@ -32,6 +32,12 @@ type fakeNVML struct {
 	mu      sync.Mutex
 	lost    map[int]bool
 	metrics func(*nvml.GpmMetricsGetType) nvml.Return
+	// nvlinks is the number of NVLink links of GPU 0 (the others are
+	// PCIe-only); linkDown marks links whose state is disabled; linkErrs
+	// is added to every error counter of GPU 0.
+	nvlinks  int
+	linkDown map[int]bool
+	linkErrs uint64
 }
 
 func (f *fakeNVML) lib(n int, gpm bool, initRet nvml.Return) *mock.Interface {
@@ -63,6 +69,33 @@ func (f *fakeNVML) lib(n int, gpm bool, initRet nvml.Return) *mock.Interface {
 				return []nvml.ProcessInfo{{Pid: uint32(1000 + i)}}, ret()
 			},
 			GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 95}, ret() },
+			GetNvLinkStateFunc: func(link int) (nvml.EnableState, nvml.Return) {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				if i != 0 || link >= f.nvlinks {
+					return 0, nvml.ERROR_NOT_SUPPORTED
+				}
+				if f.linkDown[link] {
+					return nvml.FEATURE_DISABLED, nvml.SUCCESS
+				}
+				return nvml.FEATURE_ENABLED, nvml.SUCCESS
+			},
+			GetNvLinkErrorCounterFunc: func(link int, c nvml.NvLinkErrorCounter) (uint64, nvml.Return) {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				if c == nvml.NVLINK_ERROR_DL_CRC_DATA {
+					return 0, nvml.ERROR_NOT_SUPPORTED
+				}
+				return uint64(10*link+int(c)) + f.linkErrs, nvml.SUCCESS
+			},
+			GetFieldValuesFunc: func(fv []nvml.FieldValue) nvml.Return {
+				for k := range fv {
+					fv[k].ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+					v := uint64(1000*(fv[k].ScopeId+1)) + uint64(fv[k].FieldId-nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX)
+					binary.NativeEndian.PutUint64(fv[k].Value[:], v)
+				}
+				return nvml.SUCCESS
+			},
 		}
 	}
 	return &mock.Interface{
@@ -314,5 +347,41 @@ func TestAutoSource(t *testing.T) {
 	}
 	if _, err := newBackend(gpu.Options{Source: "bogus", Interval: time.Hour, Logf: nopLog}, f.lib(1, true, nvml.SUCCESS), dc); err == nil {
 		t.Error("unknown source accepted")
+	}
+}
+
+// NVLink through NVML (the fake): links are found once, state, error
+// counters and payload bytes are sampled every round, unsupported counters
+// are absent, and a PCIe-only GPU has no links.
+func TestNVMLNVLinks(t *testing.T) {
+	f := &fakeNVML{lost: map[int]bool{}, nvlinks: 4, linkDown: map[int]bool{2: true}}
+	s, err := startNVML(f.lib(2, false, nvml.SUCCESS), time.Hour, false, nopLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	devs := s.devices()
+	if len(devs) != 2 || len(devs[0].NVLinks) != 4 || devs[1].NVLinks != nil {
+		t.Fatalf("links: %d and %v", len(devs[0].NVLinks), devs[1].NVLinks)
+	}
+	l := devs[0].NVLinks[2]
+	if l.Link != 2 || l.Up || !devs[0].NVLinks[3].Up {
+		t.Errorf("state: %+v", devs[0].NVLinks)
+	}
+	if e := l.Errors[gpu.NVLinkRecovery]; !e.OK || e.V != 21 {
+		t.Errorf("recovery counter %+v", e)
+	}
+	if l.Errors[gpu.NVLinkCRCData].OK {
+		t.Error("unsupported CRC data counter reported")
+	}
+	if !l.TxBytes.OK || l.TxBytes.V != 3000*1024 || l.RxBytes.V != 3001*1024 {
+		t.Errorf("bytes %+v %+v", l.TxBytes, l.RxBytes)
+	}
+	f.mu.Lock()
+	f.linkErrs = 5
+	f.mu.Unlock()
+	s.sample(time.Now())
+	if e := s.devices()[0].NVLinks[2].Errors[gpu.NVLinkReplay]; e.V != 25 {
+		t.Errorf("replay after a round %+v", e)
 	}
 }

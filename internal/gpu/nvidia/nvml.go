@@ -3,6 +3,7 @@
 package nvidia
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"time"
@@ -53,6 +54,7 @@ type nvmlGPU struct {
 	cur     int
 	primed  bool
 	lost    bool
+	links   []int // NVLink links NVML reports a state for
 }
 
 func startNVML(lib nvml.Interface, interval time.Duration, withGPM bool, logf func(string, string, ...any)) (*nvmlSampler, error) {
@@ -79,6 +81,11 @@ func startNVML(lib nvml.Interface, interval time.Duration, withGPM bool, logf fu
 		g.dev.Name, _ = h.GetName()
 		if pci, ret := h.GetPciInfo(); ret == nvml.SUCCESS {
 			g.dev.PCIBusID = gpu.BusIDFromNVML(int8String(pci.BusId[:]))
+		}
+		for link := range nvml.NVLINK_MAX_LINKS {
+			if _, ret := h.GetNvLinkState(link); ret == nvml.SUCCESS {
+				g.links = append(g.links, link)
+			}
 		}
 		if withGPM {
 			if sup, ret := h.GpmQueryDeviceSupport(); ret == nvml.SUCCESS && sup.IsSupportedDevice != 0 {
@@ -157,6 +164,7 @@ func (s *nvmlSampler) sampleGPU(g *nvmlGPU, d *gpu.Device, now time.Time) error 
 	if u, ret := g.h.GetUtilizationRates(); ret == nvml.SUCCESS {
 		d.Utilization = &gpu.Value{V: float64(u.Gpu) / 100, At: now}
 	}
+	d.NVLinks = sampleNVLinks(g)
 	if !g.gpm {
 		for f := range d.Support {
 			d.Support[f] = gpu.Unsupported
@@ -212,4 +220,62 @@ func (s *nvmlSampler) stop() {
 		}
 	}
 	s.lib.Shutdown()
+}
+
+// nvlinkErrorCounters maps gpu.NVLink* error indices to NVML counters.
+var nvlinkErrorCounters = [gpu.NumNVLinkErrors]nvml.NvLinkErrorCounter{
+	gpu.NVLinkReplay:   nvml.NVLINK_ERROR_DL_REPLAY,
+	gpu.NVLinkRecovery: nvml.NVLINK_ERROR_DL_RECOVERY,
+	gpu.NVLinkCRCFlit:  nvml.NVLINK_ERROR_DL_CRC_FLIT,
+	gpu.NVLinkCRCData:  nvml.NVLINK_ERROR_DL_CRC_DATA,
+}
+
+// sampleNVLinks reads state, error counters and payload byte counters of
+// the links found at startup. Values NVML does not return are left out.
+func sampleNVLinks(g *nvmlGPU) []gpu.NVLink {
+	if len(g.links) == 0 {
+		return nil
+	}
+	out := make([]gpu.NVLink, 0, len(g.links))
+	fv := make([]nvml.FieldValue, 0, 2*len(g.links))
+	for _, link := range g.links {
+		st, ret := g.h.GetNvLinkState(link)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		l := gpu.NVLink{Link: link, Up: st == nvml.FEATURE_ENABLED}
+		for i, ctr := range nvlinkErrorCounters {
+			if v, ret := g.h.GetNvLinkErrorCounter(link, ctr); ret == nvml.SUCCESS {
+				l.Errors[i] = gpu.Counter{V: v, OK: true}
+			}
+		}
+		out = append(out, l)
+		fv = append(fv, nvml.FieldValue{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ScopeId: uint32(link)},
+			nvml.FieldValue{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ScopeId: uint32(link)})
+	}
+	if ret := g.h.GetFieldValues(fv); ret != nvml.SUCCESS {
+		return out
+	}
+	for i := range out {
+		for j, dst := range []*gpu.Counter{&out[i].TxBytes, &out[i].RxBytes} {
+			f := fv[2*i+j]
+			if nvml.Return(f.NvmlReturn) == nvml.SUCCESS && int(f.ScopeId) == out[i].Link {
+				if v, ok := fieldUint(f); ok {
+					*dst = gpu.Counter{V: v * 1024, OK: true} // KiB
+				}
+			}
+		}
+	}
+	return out
+}
+
+// fieldUint reads an unsigned field value.
+func fieldUint(f nvml.FieldValue) (uint64, bool) {
+	switch nvml.ValueType(f.ValueType) {
+	case nvml.VALUE_TYPE_UNSIGNED_LONG_LONG, nvml.VALUE_TYPE_UNSIGNED_LONG:
+		return binary.NativeEndian.Uint64(f.Value[:]), true
+	case nvml.VALUE_TYPE_UNSIGNED_INT:
+		return uint64(binary.NativeEndian.Uint32(f.Value[:])), true
+	}
+	return 0, false
 }

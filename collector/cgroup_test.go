@@ -1,0 +1,233 @@
+package collector
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+const (
+	cid1  = "5734f5e6da28ef2a7d30683d72d881d34cc20c195221ed1f200ac9d5a2ffd388"
+	cid2  = "b7813833eb092b66317b20e88d6d7b56cac5643cf1ac9aa8aa70812711bde274"
+	uid1  = "8f4c2a1e-6b3d-4e59-9a7c-1d2e3f4a5b6c"
+	uid1u = "8f4c2a1e_6b3d_4e59_9a7c_1d2e3f4a5b6c"
+	// A static pod's UID: the kubelet's 32-hex hash of its manifest.
+	staticUID = "0c1d3b5e7a9f2468ace013579bdf2468"
+)
+
+// A cgroup v1 host (Kubernetes with the cgroupfs driver and containerd): one
+// line per hierarchy, in the order and with the controllers a 5.x kernel
+// prints; the hierarchies without a kubepods path are those the kubelet does
+// not manage.
+const cgroupV1Kubepods = `12:rdma:/
+11:hugetlb:/kubepods/burstable/pod` + uid1 + `/` + cid1 + `
+10:devices:/kubepods/burstable/pod` + uid1 + `/` + cid1 + `
+9:cpu,cpuacct:/kubepods/burstable/pod` + uid1 + `/` + cid1 + `
+8:perf_event:/kubepods/burstable/pod` + uid1 + `/` + cid1 + `
+7:pids:/kubepods/burstable/pod` + uid1 + `/` + cid1 + `
+6:net_cls,net_prio:/kubepods/burstable/pod` + uid1 + `/` + cid1 + `
+5:cpuset:/kubepods/burstable/pod` + uid1 + `/` + cid1 + `
+4:memory:/kubepods/burstable/pod` + uid1 + `/` + cid1 + `
+3:freezer:/kubepods/burstable/pod` + uid1 + `/` + cid1 + `
+2:blkio:/kubepods/burstable/pod` + uid1 + `/` + cid1 + `
+1:name=systemd:/kubepods/burstable/pod` + uid1 + `/` + cid1 + `
+0::/
+`
+
+// A real /proc/PID/cgroup: a container of Debian 12's dockerd 20.10
+// (cgroupfs driver) on a cgroup v1 host with the unified hierarchy mounted
+// too, recorded on the build machine (TestDockerNamesRealDaemon reads such
+// files live).
+const cgroupDockerV1Real = `9:name=systemd:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+8:pids:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+7:blkio:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+6:freezer:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+5:devices:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+4:memory:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+3:cpuset:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+2:cpuacct:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+1:cpu:/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+0::/docker/e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c
+`
+
+func TestParseCgroupFile(t *testing.T) {
+	none := containerRef{}
+	for _, tc := range []struct {
+		name, in string
+		want     containerRef
+		ok       bool
+	}{
+		{"real docker 20.10 v1", cgroupDockerV1Real, containerRef{runtimeDocker, "e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c", ""}, true},
+		{"v2 containerd burstable", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid1u + ".slice/cri-containerd-" + cid1 + ".scope\n",
+			containerRef{runtimeContainerd, cid1, uid1}, true},
+		{"v2 containerd besteffort", "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uid1u + ".slice/cri-containerd-" + cid1 + ".scope\n",
+			containerRef{runtimeContainerd, cid1, uid1}, true},
+		{"v2 guaranteed crio", "0::/kubepods.slice/kubepods-pod" + uid1u + ".slice/crio-" + cid1 + ".scope\n",
+			containerRef{runtimeCRIO, cid1, uid1}, true},
+		{"v2 static pod", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + staticUID + ".slice/cri-containerd-" + cid1 + ".scope\n",
+			containerRef{runtimeContainerd, cid1, staticUID}, true},
+		{"v2 cri-dockerd systemd", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid1u + ".slice/docker-" + cid1 + ".scope\n",
+			containerRef{runtimeDocker, cid1, uid1}, true},
+		{"v2 docker systemd", "0::/system.slice/docker-" + cid1 + ".scope\n", containerRef{runtimeDocker, cid1, ""}, true},
+		{"v2 docker cgroupfs", "0::/docker/" + cid1 + "\n", containerRef{runtimeDocker, cid1, ""}, true},
+		{"v2 podman rootful", "0::/machine.slice/libpod-" + cid1 + ".scope\n", containerRef{runtimePodman, cid1, ""}, true},
+		{"v2 podman rootless", "0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + cid1 + ".scope\n", containerRef{runtimePodman, cid1, ""}, true},
+		{"v2 podman rootless nested container cgroup", "0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + cid1 + ".scope/container\n", containerRef{runtimePodman, cid1, ""}, true},
+		{"podman cgroupfs", "0::/libpod_parent/libpod-" + cid1 + "\n", containerRef{runtimePodman, cid1, ""}, true},
+		{"crio cgroupfs", "0::/kubepods/besteffort/pod" + uid1 + "/crio-" + cid1 + "\n", containerRef{runtimeCRIO, cid1, uid1}, true},
+		{"v1 kubepods cgroupfs", cgroupV1Kubepods, containerRef{"", cid1, uid1}, true},
+		{"v1 guaranteed cgroupfs", "4:memory:/kubepods/pod" + uid1 + "/" + cid1 + "\n", containerRef{"", cid1, uid1}, true},
+		{"v1 docker", "4:memory:/docker/" + cid1 + "\n1:name=systemd:/docker/" + cid1 + "\n0::/\n", containerRef{runtimeDocker, cid1, ""}, true},
+		{"other cgroup namespace", "0::/../../kubepods-burstable-pod" + uid1u + ".slice/cri-containerd-" + cid1 + ".scope\n", containerRef{runtimeContainerd, cid1, uid1}, true},
+		{"container in a pod's container", "0::/kubepods.slice/kubepods-pod" + uid1u + ".slice/cri-containerd-" + cid1 + ".scope/docker/" + cid2 + "\n",
+			containerRef{runtimeContainerd, cid1, uid1}, true},
+		{"no trailing newline", "0::/system.slice/docker-" + cid1 + ".scope", containerRef{runtimeDocker, cid1, ""}, true},
+
+		{"host session", "0::/user.slice/user-1000.slice/session-3.scope\n", none, false},
+		{"host root", "0::/\n", none, false},
+		{"empty", "", none, false},
+		{"pod but no container", "0::/kubepods.slice/kubepods-pod" + uid1u + ".slice\n", none, false},
+		{"crio conmon", "0::/kubepods.slice/kubepods-pod" + uid1u + ".slice/crio-conmon-" + cid1 + ".scope\n", none, false},
+		{"podman conmon", "0::/machine.slice/libpod-conmon-" + cid1 + ".scope\n", none, false},
+		{"containerd namespace", "0::/default/" + cid1 + "\n", none, false},
+		{"bare id under a systemd pod slice", "0::/kubepods.slice/kubepods-pod" + uid1u + ".slice/" + cid1 + "\n", none, false},
+		{"short id", "0::/docker/" + cid1[:12] + "\n", none, false},
+		{"uppercase id", "0::/docker/" + strings.ToUpper(cid1) + "\n", none, false},
+		{"docker without scope", "0::/system.slice/docker-" + cid1 + "\n", none, false},
+		{"docker.service", "0::/system.slice/docker.service\n", none, false},
+		{"bad pod uid", "0::/kubepods/burstable/pod" + uid1[:35] + "x/" + cid1 + "\n", none, false},
+		{"dashes in systemd pod uid", "0::/kubepods.slice/kubepods-pod" + uid1 + ".slice/crio-" + cid1 + ".scope\n", none, false},
+		{"pod without kubepods", "0::/burstable/pod" + uid1 + "/" + cid1 + "\n", none, false},
+		{"unknown qos", "0::/kubepods.slice/kubepods-gold-pod" + uid1u + ".slice/crio-" + cid1 + ".scope\n", none, false},
+		{"hierarchies disagree", "4:memory:/docker/" + cid1 + "\n0::/docker/" + cid2 + "\n", none, false},
+		{"two pods", "0::/kubepods/pod" + uid1 + "/pod" + strings.ReplaceAll(uid1, "8", "9") + "/" + cid1 + "\n", none, false},
+		{"garbage line", "0::/docker/" + cid1 + "\nnot a cgroup line\n", none, false},
+		{"relative path", "0::docker/" + cid1 + "\n", none, false},
+		{"bad hierarchy id", "x::/docker/" + cid1 + "\n", none, false},
+	} {
+		got, ok := parseCgroupFile([]byte(tc.in))
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: got %+v %v, want %+v %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// The fixture's processes are attributed as build-proc.sh describes.
+func TestCgroupFixture(t *testing.T) {
+	want := map[string]containerRef{
+		"4242":  {runtimeContainerd, cid1, uid1},
+		"4310":  {runtimeContainerd, cid2, "2b7e9d40-51c3-4f8a-b6e2-7c9d0a1b3e4f"},
+		"4311":  {runtimeDocker, "f6f6b9c6a78875c26e65a60448dec9ec0d21dcc5e801662a1444eabcdb85255e", ""},
+		"5001":  {},
+		"98621": {},
+	}
+	for pid, w := range want {
+		b, err := os.ReadFile(filepath.Join(fixtureProc, pid, "cgroup"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := parseCgroupFile(b)
+		if got != w || ok != (w.id != "") {
+			t.Errorf("%s: got %+v %v, want %+v", pid, got, ok, w)
+		}
+	}
+}
+
+func FuzzParseCgroupFile(f *testing.F) {
+	f.Add([]byte(cgroupV1Kubepods))
+	f.Add([]byte(cgroupDockerV1Real))
+	for _, pid := range []string{"4242", "4310", "4311", "5001"} {
+		if b, err := os.ReadFile(filepath.Join(fixtureProc, pid, "cgroup")); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("0::/kubepods.slice/kubepods-pod" + uid1u + ".slice/crio-conmon-" + cid1 + ".scope\n"))
+	f.Add([]byte("0::/machine.slice/libpod-" + cid1 + ".scope\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ref, ok := parseCgroupFile(data)
+		if !ok {
+			if ref != (containerRef{}) {
+				t.Fatalf("not attributed but %+v", ref)
+			}
+			return
+		}
+		// Whatever is attributed is a well-formed ID, UID and runtime that
+		// the file spells out.
+		if !isContainerID(ref.id) || !strings.Contains(string(data), ref.id) {
+			t.Fatalf("container_id %q", ref.id)
+		}
+		switch ref.runtime {
+		case "", runtimeDocker, runtimeContainerd, runtimeCRIO, runtimePodman:
+		default:
+			t.Fatalf("runtime %q", ref.runtime)
+		}
+		if ref.podUID != "" {
+			if _, ok := podUID(ref.podUID, false); !ok || !utf8.ValidString(ref.podUID) {
+				t.Fatalf("pod_uid %q", ref.podUID)
+			}
+			if !strings.Contains(string(data), ref.podUID) && !strings.Contains(string(data), strings.ReplaceAll(ref.podUID, "-", "_")) {
+				t.Fatalf("pod_uid %q not in the file", ref.podUID)
+			}
+		}
+		// The same file again gives the same answer.
+		if again, ok2 := parseCgroupFile(data); again != ref || !ok2 {
+			t.Fatalf("not deterministic")
+		}
+	})
+}
+
+// The container is re-read every --collector.process.numa-maps-interval; a
+// file that turns to garbage or vanishes removes the series (no label rather
+// than a wrong one), an unreadable one is a counted read error.
+func TestProcessContainerReread(t *testing.T) {
+	proc := copyTree(t, fixtureProc)
+	c, errs, clk := newTestProcess(t, processOptions(t, proc))
+	series := func(out string) []string { return grepLines(out, "fabric_process_container_info{", `pid="4311"`) }
+	out, _ := processScrape(t, c)
+	if got := series(out); len(got) != 1 || !strings.Contains(got[0], `runtime="docker"`) {
+		t.Fatalf("before: %q", got)
+	}
+	cg := filepath.Join(proc, "4311", "cgroup")
+	os.WriteFile(cg, []byte("0::/machine.slice/libpod-"+cid2+".scope\n"), 0o644)
+	clk.advance(30 * time.Second)
+	out, _ = processScrape(t, c)
+	if got := series(out); len(got) != 1 || !strings.Contains(got[0], `runtime="docker"`) {
+		t.Fatalf("within the interval: %q", got)
+	}
+	clk.advance(30 * time.Second)
+	out, _ = processScrape(t, c)
+	want := `fabric_process_container_info{comm="sglang::schedul",container_id="` + cid2 + `",container_name="",pid="4311",pod_uid="",runtime="podman"} 1`
+	if got := series(out); len(got) != 1 || got[0] != want {
+		t.Fatalf("after the interval: %q", got)
+	}
+	os.WriteFile(cg, []byte("0::/docker/"+cid1+"\n4:memory:/docker/"+cid2+"\n"), 0o644)
+	clk.advance(time.Minute)
+	out, _ = processScrape(t, c)
+	if got := series(out); len(got) != 0 {
+		t.Fatalf("disagreeing hierarchies: %q", got)
+	}
+	if errs.Value() != 0 {
+		t.Fatalf("read errors %v", errs.Value())
+	}
+	os.WriteFile(cg, bytes.Repeat([]byte("0::/docker/"+cid1+"\n"), maxCgroupFile/70+1), 0o644)
+	clk.advance(time.Minute)
+	out, _ = processScrape(t, c)
+	if got := series(out); len(got) != 0 || errs.Value() != 1 {
+		t.Fatalf("oversized file: %q, read errors %v", got, errs.Value())
+	}
+	hasLine(t, out, `fabric_process_read_errors_total{file="cgroup"} 1`)
+	os.Remove(cg)
+	clk.advance(time.Minute)
+	out, _ = processScrape(t, c)
+	if got := series(out); len(got) != 0 {
+		t.Fatalf("no cgroup file: %q", got)
+	}
+	// The other processes keep theirs.
+	if got := grepLines(out, "fabric_process_container_info{", `pid="4242"`); len(got) != 1 {
+		t.Fatalf("4242: %q", got)
+	}
+}

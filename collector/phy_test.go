@@ -1,0 +1,230 @@
+package collector
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/ethtoolnl"
+)
+
+func newTestPhy(t testing.TB, o *Options) (*phyCollector, *Counter) {
+	t.Helper()
+	env, errs := testEnv()
+	c, err := newPhyCollector(env, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.(*phyCollector).Close)
+	return c.(*phyCollector), errs
+}
+
+func phyValues(t testing.TB, c Collector) map[string]float64 {
+	t.Helper()
+	var b Batch
+	if err := c.Update(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, s := range b.samples {
+		out[s.s.fam.name+"{"+strings.Join(s.s.values, ",")+"}"] = s.v
+	}
+	return out
+}
+
+// The fixture: healthy 400G OSFPs with RS-FEC (eth3 with old uncorrectable
+// blocks); the test puts a module with a dark lane 3 in eth3.
+func TestPhyFixture(t *testing.T) {
+	dir := copyTree(t, "fixtures/phy")
+	dark, err := os.ReadFile("../internal/optics/testdata/cmis-osfp-400g-dark-lane3.dump")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "eth3.eeprom"), dark, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := fixtureOptions(t, fixtureSys)
+	o.Phy.Fixtures = dir
+	c, errs := newTestPhy(t, o)
+	v := phyValues(t, c)
+	want := map[string]float64{
+		"fabric_netdev_fec_info{eth0,rs}":                                                      1,
+		"fabric_netdev_fec_corrected_blocks_total{eth0}":                                       1524,
+		"fabric_netdev_fec_uncorrectable_blocks_total{eth3}":                                   17,
+		"fabric_transceiver_info{eth0,CMIS,OSFP,NVIDIA,MMS4X00-NS400,A6,MT2330FT01234,47.218}": 1,
+		"fabric_transceiver_temperature_celsius{eth0}":                                         46.25,
+		"fabric_transceiver_rx_power_watts{eth3,3}":                                            0,
+		"fabric_transceiver_temperature_threshold_celsius{eth0,high_warning}":                  75,
+		"fabric_transceiver_tx_bias_amperes{eth0,1}":                                           0.0075,
+	}
+	for k, w := range want {
+		if got, ok := v[k]; !ok || got != w {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, w)
+		}
+	}
+	if lw := v["fabric_transceiver_rx_power_threshold_watts{eth3,low_warning}"]; !(lw > 1e-4 && lw < 1.4e-4) {
+		t.Errorf("rx low warning %v W, want -8.9 dBm", lw)
+	}
+	for _, k := range []string{"fabric_transceiver_rx_power_watts{eth0,5}", "fabric_netdev_fec_corrected_bit_errors_total{eth0}", "fabric_netdev_fec_lane_corrected_blocks_total{eth0,0}"} {
+		if _, ok := v[k]; ok {
+			t.Errorf("%s present", k)
+		}
+	}
+	if ts := v["fabric_transceiver_read_timestamp_seconds{eth0}"]; time.Since(time.Unix(int64(ts), 0)) > time.Minute {
+		t.Errorf("read timestamp %v", ts)
+	}
+	if errs.Value() != 0 {
+		t.Errorf("read errors %v", errs.Value())
+	}
+}
+
+// fakePhy counts module reads and can make a netdev's module silent.
+type fakePhy struct {
+	mu     sync.Mutex
+	inner  FilePhy
+	silent map[string]bool
+	reads  int
+	fecErr error
+}
+
+func (f *fakePhy) FEC(nd string) (ethtoolnl.FEC, error) {
+	if f.fecErr != nil {
+		return ethtoolnl.FEC{}, f.fecErr
+	}
+	return f.inner.FEC(nd)
+}
+
+func (f *fakePhy) ReadModuleEEPROM(nd string, off, n uint32, page, bank uint8) ([]byte, error) {
+	f.mu.Lock()
+	f.reads++
+	silent := f.silent[nd]
+	f.mu.Unlock()
+	if silent {
+		return nil, syscall.EIO
+	}
+	return f.inner.ReadModuleEEPROM(nd, off, n, page, bank)
+}
+
+// Module memory is read in the background, not per scrape; a silent
+// module costs one warning and its series, nothing else; it comes back
+// with the next refresh.
+func TestPhyBackgroundAndSilentModule(t *testing.T) {
+	var logBuf strings.Builder
+	var logMu sync.Mutex
+	l := log.NewLogfmtLogger(log.NewSyncWriter(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logBuf.Write(p)
+	})))
+	env := Env{Logger: l, ReadErrors: &Counter{}, Once: NewOnceLogger(l, 64)}
+	src := &fakePhy{inner: FilePhy{Dir: "fixtures/phy"}, silent: map[string]bool{"eth3": true}}
+	o := fixtureOptions(t, fixtureSys)
+	o.Phy = PhyOptions{Source: src, ModuleInterval: time.Hour}
+	cc, err := newPhyCollector(env, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cc.(*phyCollector)
+	t.Cleanup(c.Close)
+	for range 3 {
+		v := phyValues(t, c)
+		if _, ok := v["fabric_transceiver_temperature_celsius{eth3}"]; ok {
+			t.Error("silent module has series")
+		}
+		if _, ok := v["fabric_transceiver_temperature_celsius{eth0}"]; !ok {
+			t.Error("eth0 module missing")
+		}
+		if v["fabric_netdev_fec_uncorrectable_blocks_total{eth3}"] != 17 {
+			t.Error("FEC of the netdev with a silent module is gone")
+		}
+	}
+	src.mu.Lock()
+	reads := src.reads
+	src.mu.Unlock()
+	// one refresh: eth0 lower + 4 upper pages, eth3 lower (fails)
+	if reads != 6 {
+		t.Errorf("%d module reads after 3 scrapes, want the 6 of one refresh", reads)
+	}
+	logMu.Lock()
+	if n := strings.Count(logBuf.String(), "cannot read the optical module"); n != 1 {
+		t.Errorf("%d warnings, want 1:\n%s", n, logBuf.String())
+	}
+	logMu.Unlock()
+	src.mu.Lock()
+	src.silent = nil
+	src.mu.Unlock()
+	c.refresh(t.Context())
+	if _, ok := phyValues(t, c)["fabric_transceiver_temperature_celsius{eth3}"]; !ok {
+		t.Error("module did not come back")
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestPhyStates(t *testing.T) {
+	o := fixtureOptions(t, fixtureSys)
+	o.Phy.Source = &fakePhy{inner: FilePhy{Dir: t.TempDir()}}
+	c, _ := newTestPhy(t, o)
+	var b Batch
+	if st, _ := classify(c.Update(t.Context(), &b)); st != StateNoHardware {
+		t.Errorf("no FEC, no module: %s", st)
+	}
+	o = fixtureOptions(t, fixtureSys)
+	o.Phy.Source = &fakePhy{inner: FilePhy{Dir: "fixtures/phy"}, fecErr: errors.New("netlink receive: permission denied"), silent: map[string]bool{"eth0": true, "eth3": true}}
+	c, errs := newTestPhy(t, o)
+	if st, _ := classify(c.Update(t.Context(), &b)); st != StateFailed || errs.Value() != 2 {
+		t.Errorf("FEC fails, modules silent: %s, %v read errors", st, errs.Value())
+	}
+	if _, err := newPhyCollector(Env{}, &Options{Phy: PhyOptions{ModuleInterval: time.Millisecond}}); err == nil {
+		t.Error("module interval 1ms accepted")
+	}
+}
+
+func TestParseFECText(t *testing.T) {
+	f, err := ParseFECText([]byte("# c\nactive baser\ncorrected_blocks 10 1 2 3 4\nuncorrectable_blocks 0 0 0 0 0\ncorrected_bits 99\n"))
+	if err != nil || f.Active != "baser" || f.Corrected.Total != 10 || len(f.Corrected.Lanes) != 4 || f.CorrBits.Total != 99 {
+		t.Errorf("%+v %v", f, err)
+	}
+	for _, s := range []string{"bogus 1\n", "corrected_blocks\n", "corrected_blocks x\n"} {
+		if _, err := ParseFECText([]byte(s)); err == nil {
+			t.Errorf("%q accepted", s)
+		}
+	}
+	// A dump without the page asked for answers EINVAL, as the kernel does.
+	p := &FilePhy{Dir: "fixtures/phy"}
+	if _, err := p.ReadModuleEEPROM("eth0", 128, 128, 0x20, 0); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("missing page: %v", err)
+	}
+	if _, err := p.ReadModuleEEPROM("eth9", 0, 128, 0, 0); !errors.Is(err, syscall.EOPNOTSUPP) {
+		t.Errorf("missing dump: %v", err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "eth0.eeprom"), []byte("lower page 00h\n00000000 zz\n"), 0o644)
+	if _, err := (&FilePhy{Dir: dir}).ReadModuleEEPROM("eth0", 0, 128, 0, 0); err == nil {
+		t.Error("bad dump accepted")
+	}
+}
+
+// BenchmarkPhyUpdate: one scrape of two rails from fixtures (FEC parsed from
+// files, modules copied from the background result).
+func BenchmarkPhyUpdate(b *testing.B) {
+	o := fixtureOptions(b, fixtureSys)
+	o.Phy.Fixtures = "fixtures/phy"
+	c, _ := newTestPhy(b, o)
+	var batch Batch
+	for b.Loop() {
+		batch.reset()
+		if err := c.Update(b.Context(), &batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,377 @@
+// Package optics decodes the management memory of pluggable optical
+// modules (QSFP28/QSFP56 under SFF-8636, QSFP-DD/OSFP/QSFP112 under CMIS)
+// into the module's identity, its monitors (temperature, supply voltage,
+// per-lane transmit and receive optical power and laser bias current) and
+// the module's own warning and alarm thresholds, in base units.
+//
+// No maintained Go library decodes these formats (github.com/safchain/ethtool
+// returns the raw bytes of the legacy ioctl, which cannot address CMIS
+// pages), so the decoders here are written from the specifications' memory
+// maps; byte addresses below are those of the documents:
+//
+// SFF-8636 (Management Interface for 4-lane Modules and Cables, rev 2.10a):
+//   - lower page 00h: byte 0 identifier (SFF-8024 Table 4-1), 2 status
+//     (bit 2 Flat_mem), 22-23 temperature (signed, 1/256 °C), 26-27 supply
+//     voltage (100 µV), 34-41 RX power lanes 1-4, 42-49 TX bias lanes 1-4
+//     (2 µA), 50-57 TX power lanes 1-4 (0.1 µW) — section 6.2.6,
+//     "free side monitoring values" and "channel monitoring values";
+//   - upper page 00h: 147 device technology (bits 7-4 ≥ 1010b: copper, no
+//     optical monitors), 148-163 vendor name, 165-167 OUI, 168-183 part
+//     number, 184-185 revision, 196-211 serial number, 212-219 date code,
+//     220 diagnostic monitoring type (bit 2: TX power supported) — 6.3;
+//   - upper page 03h (absent with Flat_mem): thresholds, each high alarm,
+//     low alarm, high warning, low warning: 128-135 temperature, 144-151
+//     supply voltage, 176-183 RX power, 184-191 TX bias, 192-199 TX power
+//     — 6.4.
+//
+// CMIS (OIF Common Management Interface Specification, rev 4.0 to 5.x):
+//   - lower page: 0 identifier, 1 revision (major.minor nibbles), 2 bit 7
+//     flat memory, 14-15 temperature, 16-17 supply voltage, 39-40 active
+//     firmware major.minor, 85 module type (3 = passive copper), 86-89 the
+//     first application advertised (88: host lane count in bits 7-4, media
+//     lane count in bits 3-0) — section 8.2;
+//   - upper page 00h: 129-144 vendor name, 145-147 OUI, 148-163 part number,
+//     164-165 revision, 166-181 serial number, 182-189 date code — 8.3;
+//   - page 01h: 160 supported lane monitors (bit 0 TX bias, 1 TX power, 2 RX
+//     power, bits 4-3 TX bias multiplier 1/2/4) — 8.4;
+//   - page 02h: thresholds (high alarm, low alarm, high warning, low
+//     warning): 128-135 temperature, 136-143 supply voltage, 176-183 TX
+//     power, 184-191 TX bias, 192-199 RX power — 8.5;
+//   - page 11h bank 0: 154-169 TX power lanes 1-8, 170-185 TX bias lanes
+//     1-8, 186-201 RX power lanes 1-8 — 8.9 (lane-specific monitors).
+//
+// The table numbers of these sections differ between revisions of the
+// documents; the byte addresses above are the same in all of them and were
+// cross-checked against the offsets the ethtool utility uses (cmis.h, qsfp.h).
+//
+// A page that could not be read is left out: what it carries is absent
+// from the Module (Missing names it), the rest is decoded.
+package optics
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// PageKey names an upper page (bytes 128-255) of the module's memory.
+type PageKey struct{ Page, Bank uint8 }
+
+// Memory is what was read from a module: the lower page (bytes 0-127) and
+// the upper pages that could be read (each 128 bytes, byte 128 at index 0).
+type Memory struct {
+	Lower []byte
+	Upper map[PageKey][]byte
+}
+
+func (m *Memory) page(p, bank uint8) []byte {
+	b := m.Upper[PageKey{p, bank}]
+	if len(b) != 128 {
+		return nil
+	}
+	return b
+}
+
+// Value is a monitor reading; OK is false when the module does not report
+// it (absent, not a zero).
+type Value struct {
+	V  float64
+	OK bool
+}
+
+// Thresholds are the module's own limits for one monitor.
+type Thresholds struct {
+	HighAlarm, LowAlarm, HighWarning, LowWarning float64
+}
+
+// Lane holds the monitors of one media lane: optical power in watts, bias
+// current in amperes.
+type Lane struct {
+	TxPower, RxPower, Bias Value
+}
+
+// Module is a decoded module memory.
+type Module struct {
+	Spec         string // "SFF-8636" or "CMIS"
+	SpecRevision string // CMIS "5.0"; SFF-8636 revision compliance code "8"
+	Identifier   uint8  // SFF-8024 identifier
+	Type         string // "QSFP28", "QSFP-DD", "OSFP", ...
+	Vendor       string
+	VendorOUI    string // "00:90:65"
+	PartNumber   string
+	Revision     string
+	Serial       string
+	DateCode     string
+	Firmware     string // CMIS active firmware "major.minor"; "" for SFF-8636
+	Copper       bool   // a copper cable: no optical monitors
+
+	Temperature Value // degrees Celsius
+	Voltage     Value // volts
+	Lanes       []Lane
+
+	// Thresholds, nil when the page that holds them was not read.
+	TemperatureThresholds, VoltageThresholds *Thresholds
+	TxPowerThresholds, RxPowerThresholds     *Thresholds
+	BiasThresholds                           *Thresholds
+
+	// Missing names the pages that were expected but not read.
+	Missing []string
+}
+
+// Errors of Decode.
+var (
+	ErrShort       = errors.New("module memory: lower page shorter than 128 bytes")
+	ErrUnsupported = errors.New("module memory: identifier is neither SFF-8636 nor CMIS")
+)
+
+// Spec families by SFF-8024 identifier.
+const (
+	specNone = iota
+	specSFF8636
+	specCMIS
+)
+
+var typeNames = map[uint8]string{
+	0x03: "SFP", 0x0c: "QSFP", 0x0d: "QSFP+", 0x11: "QSFP28",
+	0x18: "QSFP-DD", 0x19: "OSFP", 0x1e: "QSFP+ CMIS",
+}
+
+func specOf(id uint8) int {
+	switch id {
+	case 0x0c, 0x0d, 0x11:
+		return specSFF8636
+	case 0x18, 0x19, 0x1e:
+		return specCMIS
+	}
+	return specNone
+}
+
+// TypeName is the SFF-8024 name of an identifier ("0x2a" when unknown).
+func TypeName(id uint8) string {
+	if n, ok := typeNames[id]; ok {
+		return n
+	}
+	return fmt.Sprintf("0x%02x", id)
+}
+
+// FlatMemory reports whether a module with this lower page has no pages
+// beyond upper page 00h.
+func FlatMemory(lower []byte) bool {
+	if len(lower) < 128 {
+		return true
+	}
+	switch specOf(lower[0]) {
+	case specSFF8636:
+		return lower[2]&0x04 != 0
+	case specCMIS:
+		return lower[2]&0x80 != 0
+	}
+	return true
+}
+
+// Pages lists the upper pages Decode uses for a module with this lower
+// page (what a reader should fetch).
+func Pages(lower []byte) []PageKey {
+	if len(lower) < 128 {
+		return nil
+	}
+	s := specOf(lower[0])
+	if s == specNone {
+		return nil
+	}
+	out := []PageKey{{0, 0}}
+	if FlatMemory(lower) {
+		return out
+	}
+	if s == specSFF8636 {
+		return append(out, PageKey{3, 0})
+	}
+	return append(out, PageKey{1, 0}, PageKey{2, 0}, PageKey{0x11, 0})
+}
+
+// Decode decodes a module's memory. It fails only when the lower page is
+// short or the module is neither SFF-8636 nor CMIS.
+func Decode(m Memory) (*Module, error) {
+	if len(m.Lower) < 128 {
+		return nil, ErrShort
+	}
+	id := m.Lower[0]
+	mod := &Module{Identifier: id, Type: TypeName(id)}
+	switch specOf(id) {
+	case specSFF8636:
+		decodeSFF8636(&m, mod)
+	case specCMIS:
+		decodeCMIS(&m, mod)
+	default:
+		return nil, fmt.Errorf("%w: 0x%02x", ErrUnsupported, id)
+	}
+	return mod, nil
+}
+
+func u16(b []byte, off int) float64 { return float64(binary.BigEndian.Uint16(b[off:])) }
+func s16(b []byte, off int) float64 { return float64(int16(binary.BigEndian.Uint16(b[off:]))) }
+
+// upper addresses a byte of an upper page by its address (128-255).
+func at(p []byte, addr int) []byte { return p[addr-128:] }
+
+const (
+	powerUnit   = 1e-7 // 0.1 µW in W
+	biasUnit    = 2e-6 // 2 µA in A
+	voltageUnit = 1e-4 // 100 µV in V
+)
+
+func text(p []byte, from, to int) string {
+	b := p[from-128 : to-128+1]
+	s := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c < 0x20 || c > 0x7e {
+			c = ' '
+		}
+		s = append(s, c)
+	}
+	return strings.TrimSpace(string(s))
+}
+
+func thresholds(p []byte, addr int, scale float64, signed bool) *Thresholds {
+	get := u16
+	if signed {
+		get = s16
+	}
+	b := at(p, addr)
+	return &Thresholds{HighAlarm: get(b, 0) * scale, LowAlarm: get(b, 2) * scale, HighWarning: get(b, 4) * scale, LowWarning: get(b, 6) * scale}
+}
+
+func identity(mod *Module, p []byte, vendor, oui, pn, rev, sn, date int, snLen int) {
+	mod.Vendor = text(p, vendor, vendor+15)
+	o := at(p, oui)
+	mod.VendorOUI = fmt.Sprintf("%02x:%02x:%02x", o[0], o[1], o[2])
+	mod.PartNumber = text(p, pn, pn+15)
+	mod.Revision = text(p, rev, rev+1)
+	mod.Serial = text(p, sn, sn+snLen-1)
+	mod.DateCode = text(p, date, date+7)
+}
+
+func decodeSFF8636(m *Memory, mod *Module) {
+	lo := m.Lower
+	mod.Spec, mod.SpecRevision = "SFF-8636", fmt.Sprint(lo[1])
+	mod.Temperature = Value{s16(lo, 22) / 256, true}
+	mod.Voltage = Value{u16(lo, 26) * voltageUnit, true}
+	txPower := false
+	if p := m.page(0, 0); p != nil {
+		identity(mod, p, 148, 165, 168, 184, 196, 212, 16)
+		mod.Copper = at(p, 147)[0]>>4 >= 0xa
+		txPower = at(p, 220)[0]&0x04 != 0
+	} else {
+		mod.Missing = append(mod.Missing, "upper page 00h")
+	}
+	if !mod.Copper {
+		mod.Lanes = make([]Lane, 4)
+		for i := range mod.Lanes {
+			l := &mod.Lanes[i]
+			l.RxPower = Value{u16(lo, 34+2*i) * powerUnit, true}
+			l.Bias = Value{u16(lo, 42+2*i) * biasUnit, true}
+			if txPower {
+				l.TxPower = Value{u16(lo, 50+2*i) * powerUnit, true}
+			}
+		}
+	}
+	if FlatMemory(lo) {
+		return
+	}
+	p := m.page(3, 0)
+	if p == nil {
+		mod.Missing = append(mod.Missing, "page 03h")
+		return
+	}
+	mod.TemperatureThresholds = thresholds(p, 128, 1.0/256, true)
+	mod.VoltageThresholds = thresholds(p, 144, voltageUnit, false)
+	if !mod.Copper {
+		mod.RxPowerThresholds = thresholds(p, 176, powerUnit, false)
+		mod.BiasThresholds = thresholds(p, 184, biasUnit, false)
+		if txPower {
+			mod.TxPowerThresholds = thresholds(p, 192, powerUnit, false)
+		}
+	}
+}
+
+func decodeCMIS(m *Memory, mod *Module) {
+	lo := m.Lower
+	mod.Spec, mod.SpecRevision = "CMIS", fmt.Sprintf("%d.%d", lo[1]>>4, lo[1]&0x0f)
+	mod.Temperature = Value{s16(lo, 14) / 256, true}
+	mod.Voltage = Value{u16(lo, 16) * voltageUnit, true}
+	mod.Firmware = fmt.Sprintf("%d.%d", lo[39], lo[40])
+	mod.Copper = lo[85] == 0x03
+	if p := m.page(0, 0); p != nil {
+		identity(mod, p, 129, 145, 148, 164, 166, 182, 16)
+	} else {
+		mod.Missing = append(mod.Missing, "upper page 00h")
+	}
+	if FlatMemory(lo) || mod.Copper {
+		return
+	}
+	lanes := int(lo[88] & 0x0f)
+	if lanes < 1 || lanes > 8 {
+		lanes = 8
+		if lo[0] == 0x1e {
+			lanes = 4
+		}
+	}
+	adv := m.page(1, 0)
+	if adv == nil {
+		mod.Missing = append(mod.Missing, "page 01h")
+	}
+	var bias, txp, rxp bool
+	mult := 1.0
+	if adv != nil {
+		s := at(adv, 160)[0]
+		bias, txp, rxp = s&0x01 != 0, s&0x02 != 0, s&0x04 != 0
+		switch (s >> 3) & 0x03 {
+		case 1:
+			mult = 2
+		case 2:
+			mult = 4
+		}
+	}
+	if th := m.page(2, 0); th != nil {
+		mod.TemperatureThresholds = thresholds(th, 128, 1.0/256, true)
+		mod.VoltageThresholds = thresholds(th, 136, voltageUnit, false)
+		if txp {
+			mod.TxPowerThresholds = thresholds(th, 176, powerUnit, false)
+		}
+		if bias {
+			mod.BiasThresholds = thresholds(th, 184, biasUnit*mult, false)
+		}
+		if rxp {
+			mod.RxPowerThresholds = thresholds(th, 192, powerUnit, false)
+		}
+	} else {
+		mod.Missing = append(mod.Missing, "page 02h")
+	}
+	mon := m.page(0x11, 0)
+	if mon == nil {
+		mod.Missing = append(mod.Missing, "page 11h")
+		return
+	}
+	if !bias && !txp && !rxp {
+		return
+	}
+	mod.Lanes = make([]Lane, lanes)
+	for i := range mod.Lanes {
+		l := &mod.Lanes[i]
+		if txp {
+			l.TxPower = Value{u16(at(mon, 154), 2*i) * powerUnit, true}
+		}
+		if bias {
+			l.Bias = Value{u16(at(mon, 170), 2*i) * biasUnit * mult, true}
+		}
+		if rxp {
+			l.RxPower = Value{u16(at(mon, 186), 2*i) * powerUnit, true}
+		}
+	}
+}
+
+// DBm converts optical power in watts to dBm (for logs and tests; the
+// exporter reports watts). Zero power is -Inf.
+func DBm(w float64) float64 { return 10 * math.Log10(w/1e-3) }
