@@ -96,6 +96,7 @@ func main() {
 	work, err := os.MkdirTemp("", "fleetbench-")
 	check(err)
 	if !*keep {
+		cleanups = append(cleanups, func() { os.RemoveAll(work) })
 		defer os.RemoveAll(work)
 	}
 	var text []byte
@@ -133,7 +134,7 @@ func main() {
 		r, err := run(work, *promBin, *rules, tmpl, n, *interval, *warmup, *measure, log)
 		if err != nil {
 			log("run %d: %v", n, err)
-			os.Exit(1)
+			exit(1)
 		}
 		results = append(results, r)
 		printResult(os.Stdout, r)
@@ -144,15 +145,26 @@ func main() {
 	}
 	for _, r := range results {
 		if !r.AlertsOK {
-			os.Exit(2)
+			exit(2)
 		}
 	}
+}
+
+// cleanups run before the process exits (deferred calls do not run on
+// os.Exit).
+var cleanups []func()
+
+func exit(code int) {
+	for _, f := range cleanups {
+		f()
+	}
+	os.Exit(code)
 }
 
 func check(err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fleetbench:", err)
-		os.Exit(1)
+		exit(1)
 	}
 }
 
