@@ -30,7 +30,7 @@ GOVULNCHECK_VERSION ?= v1.9.0
 GOVULNDB  ?=
 SNAPSHOT_DB ?= ../shared/govulndb/govulndb.tar.gz
 
-.PHONY: all build build-analyze vulncheck test vet fmt nogpu checkmetrics demo bench bench-nccl fuzz fixtures rules update-golden dashboards analyze-example clean
+.PHONY: all build build-analyze vulncheck test test-scaleout bench-fleet vet fmt nogpu checkmetrics demo bench bench-nccl fuzz fixtures rules update-golden dashboards analyze-example clean
 
 all: test build build-analyze
 
@@ -63,6 +63,25 @@ vulncheck:
 test: fmt vet nogpu
 	$(GO) test -race -count=1 ./...
 	$(MAKE) checkmetrics
+
+# The scale-out path (deploy/victoriametrics/README.md): VictoriaMetrics,
+# vmagent and vmalert, pinned, installed from the Go module proxy into
+# build/tools (a few minutes the first time, cached after), then the test
+# that runs the shipped rules there (e2e/scaleout_test.go). .ci/run runs it.
+VM_VERSION ?= v1.151.0
+VM_BIN_DIR := $(CURDIR)/build/tools/victoriametrics-$(VM_VERSION)
+test-scaleout:
+	GOBIN=$(VM_BIN_DIR) GOFLAGS=-mod=mod $(GO) install \
+	  github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@$(VM_VERSION) \
+	  github.com/VictoriaMetrics/VictoriaMetrics/app/vmagent@$(VM_VERSION) \
+	  github.com/VictoriaMetrics/VictoriaMetrics/app/vmalert@$(VM_VERSION)
+	VM_BIN_DIR=$(VM_BIN_DIR) $(GO) test -tags scaleout -count=1 -v -run '^TestScaleOutVictoriaMetrics$$' ./e2e
+
+# The fleet benchmark (docs/benchmarks.md, "Fleet scale"): a real Prometheus
+# with the shipped rules and N simulated nodes; minutes per N.
+FLEET_NODES ?= 50,500,1000
+bench-fleet:
+	$(GO) run ./tools/fleetbench -nodes $(FLEET_NODES)
 
 # The build without GPU support (no cgo) must keep compiling.
 nogpu:

@@ -18,10 +18,6 @@ func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 	w := c.RateWindow
 	rail := sel(railM)
 	rule := func(name string) string { return fmt.Sprintf(name, w) }
-	// rdmaPortRail joins a per-port RDMA metric to the rail it carries.
-	rdmaPortRail := func(expr string) string {
-		return expr + " * on (cluster, instance, device, port) group_left (rail) fabric_rdma_port_info" + sel(railM, `rail!=""`)
-	}
 	var retrans, cnp []*promQuery
 	for _, counter := range alerts.RetransCounters {
 		q := query(rule("rail:fabric_rdma_hw_"+counter+":rate%s")+rail, "{{instance}} {{rail}} "+counter)
@@ -81,11 +77,13 @@ func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 			query(rule("rail_priority:fabric_pfc_pause_duration:ratio_rate%s")+rail, "{{instance}} {{rail}} {{direction}} prio {{priority}}")),
 			c.PFCPauseOccupancy, false).
 			Legend(statsLegend())).
+		// A recorded series that exists only where there were events: at
+		// 1,000 nodes the raw form cost 5.7 CPU s per load (fleetbench).
 		WithPanel(timeseriesPanel("Pause storm events",
-			"tx_pause_storm_{warning,error}_events of each rail netdev: the NIC detected it was pausing the link for too long.",
+			"tx_pause_storm_{warning,error}_events of each rail netdev within the rate window: the NIC detected it was pausing the link for too long. "+
+				"Only netdevs with events are drawn.",
 			unitShort, half,
-			query("sum by (cluster, instance, netdev, severity) (increase(fabric_pause_storm_events_total"+sel()+"[$__rate_interval]))"+
-				" * on (cluster, instance, netdev) group_left (rail) fabric_netdev_info"+sel(railM, `rail!=""`),
+			query(rule("netdev:fabric_pause_storm_events:increase%s")+sel(railM, `rail!=""`),
 				"{{instance}} {{rail}} {{netdev}} {{severity}}"))).
 		WithPanel(thresholdLine(timeseriesPanel("RoCE retransmission events per rail",
 			"Sum of the retransmission-class hw counters per rail. The dashed line is the RoCERetransmissions threshold.",
@@ -103,12 +101,12 @@ func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 		WithPanel(stateTimelinePanel("Rail link state",
 			"RDMA port state of each rail (ACTIVE is up) and whether the rail's RDMA device is present.",
 			half, upDown("UP", "DOWN"),
-			query(rdmaPortRail("fabric_rdma_port_up"+sel()), "{{instance}} {{rail}} ({{device}})"),
+			query("rail:fabric_rdma_port_up"+rail, "{{instance}} {{rail}} ({{device}})"),
 			query("fabric_rail_device_present"+rail, "{{instance}} {{rail}} device present"))).
 		WithPanel(statPanel("Rail link rate",
-			"Negotiated rate of each rail's RDMA port (fabric_rdma_port_rate_bytes_per_second × 8). Red below the expected rate (RailLinkDegraded).",
+			"Negotiated rate of each rail's RDMA port (recorded as rail:fabric_rdma_link_speed:bits: fabric_rdma_port_rate_bytes_per_second × 8). Red below the expected rate (RailLinkDegraded).",
 			unitBits, half,
-			query(rdmaPortRail("fabric_rdma_port_rate_bytes_per_second"+sel()+" * 8"), "{{instance}} {{rail}}")).
+			query("rail:fabric_rdma_link_speed:bits"+rail, "{{instance}} {{rail}}")).
 			Thresholds(thresholds(c.ExpectedRailSpeedBytes*8, true))).
 		WithRow(row("Physical path")).
 		WithPanel(ratioPanel("PCIe link speed of GPUs and HCAs",
