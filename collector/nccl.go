@@ -137,8 +137,7 @@ type ncclCollector struct {
 
 	// follower goroutine
 	tailer *ncclTailer
-	cancel context.CancelFunc
-	done   chan struct{}
+	poller
 
 	mu       sync.Mutex // guards everything below
 	procs    map[string]*ncclProc
@@ -169,7 +168,7 @@ func newNCCLCollector(env Env, o *Options) (Collector, error) {
 		return nil, err
 	}
 	if len(c.opts.LogPaths) > 0 {
-		c.start()
+		c.poller.start(c.opts.PollInterval, c.pollOnce)
 	}
 	return c, nil
 }
@@ -254,34 +253,6 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 		env.Once.Debug("nccl:"+path, "msg", "cannot read NCCL log", "path", path, "err", err)
 	}
 	return c, nil
-}
-
-// start runs the follower until Close.
-func (c *ncclCollector) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel, c.done = cancel, make(chan struct{})
-	go func() {
-		defer close(c.done)
-		t := time.NewTicker(c.opts.PollInterval)
-		defer t.Stop()
-		for {
-			c.pollOnce(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-}
-
-// Close stops the follower and waits for it.
-func (c *ncclCollector) Close() {
-	if c.cancel != nil {
-		c.cancel()
-		<-c.done
-		c.cancel = nil
-	}
 }
 
 // pollOnce reads new lines of every file, then expires processes.

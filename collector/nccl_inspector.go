@@ -108,8 +108,7 @@ type ncclInspectorCollector struct {
 	opts NCCLInspectorOptions
 	now  func() time.Time
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	poller
 	tailer *ncclTailer
 
 	mu        sync.Mutex
@@ -135,7 +134,7 @@ func newNCCLInspectorCollector(env Env, o *Options) (Collector, error) {
 		return nil, err
 	}
 	if c.opts.DumpDir != "" {
-		c.start()
+		c.poller.start(c.opts.PollInterval, c.pollOnce)
 	}
 	return c, nil
 }
@@ -211,33 +210,6 @@ func globEscape(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-func (c *ncclInspectorCollector) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel, c.done = cancel, make(chan struct{})
-	go func() {
-		defer close(c.done)
-		t := time.NewTicker(c.opts.PollInterval)
-		defer t.Stop()
-		for {
-			c.pollOnce(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-}
-
-// Close stops the follower and waits for it.
-func (c *ncclInspectorCollector) Close() {
-	if c.cancel != nil {
-		c.cancel()
-		<-c.done
-		c.cancel = nil
-	}
 }
 
 // pollOnce reads the JSON files' new lines and the changed .prom files.
