@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"io"
 	"sort"
 	"sync"
@@ -25,7 +26,7 @@ const Namespace = "fabric"
 // implementation may keep caches without its own locking. On error the
 // samples already added are kept.
 type Collector interface {
-	Update(ctx context.Context, b *Batch) error
+	Update(ctx context.Context, b *exposition.Batch) error
 }
 
 // ErrNoData is returned by a collector whose source is absent on this host
@@ -36,9 +37,12 @@ var ErrNoData = errors.New("collector returned no data")
 // Env is what the Exporter hands to each collector it builds.
 type Env struct {
 	Logger log.Logger
+	// Families is the exporter's registry, where collectors declare their
+	// metric families.
+	Families *exposition.Registry
 	// ReadErrors counts values or devices a collector skipped because they
 	// could not be read or parsed (fabric_scrape_read_errors_total).
-	ReadErrors *Counter
+	ReadErrors *exposition.Counter
 	// Once logs a message once per key until the key is cleared.
 	Once *OnceLogger
 }
@@ -83,14 +87,24 @@ func SpecByName(name string) (Spec, bool) {
 	return Spec{}, false
 }
 
-var (
-	scrapeDuration = NewFamily("fabric_scrape_collector_duration_seconds",
-		"Duration of a collector's update during this scrape.", prometheus.GaugeValue, "collector")
-	scrapeSuccess = NewFamily("fabric_scrape_collector_success",
-		"1 if the collector worked in this scrape (state ok, not_configured or no_hardware), 0 if it failed or a configured source is missing (state failed or source_missing; see fabric_collector_state_info).", prometheus.GaugeValue, "collector")
-	scrapeReadErrors = NewFamily("fabric_scrape_read_errors_total",
-		"Values, files or devices a collector skipped because they could not be read or parsed; the rest of the scrape went on.", prometheus.CounterValue, "collector")
-)
+// exporterFamilies are the series the Exporter adds for every collector.
+type exporterFamilies struct {
+	duration, success, readErrors, state *exposition.Family
+}
+
+func newExporterFamilies(r *exposition.Registry) exporterFamilies {
+	return exporterFamilies{
+		duration: r.NewFamily("fabric_scrape_collector_duration_seconds",
+			"Duration of a collector's update during this scrape.", prometheus.GaugeValue, "collector"),
+		success: r.NewFamily("fabric_scrape_collector_success",
+			"1 if the collector worked in this scrape (state ok, not_configured or no_hardware), 0 if it failed or a configured source is missing (state failed or source_missing; see fabric_collector_state_info).", prometheus.GaugeValue, "collector"),
+		readErrors: r.NewFamily("fabric_scrape_read_errors_total",
+			"Values, files or devices a collector skipped because they could not be read or parsed; the rest of the scrape went on.", prometheus.CounterValue, "collector"),
+		state: r.NewFamily("fabric_collector_state_info",
+			"The state of each enabled collector in this scrape (ok, not_configured, no_hardware, source_missing, failed) and why (\"\" when ok).",
+			prometheus.GaugeValue, "collector", "state", "reason"),
+	}
+}
 
 type scrapeIDKey struct{}
 
@@ -107,15 +121,15 @@ type namedCollector struct {
 	name       string
 	sem        chan struct{} // one Update at a time per collector
 	c          Collector
-	readErrors *Counter
-	meta       [3]*Series // duration, success, read errors
+	readErrors *exposition.Counter
+	meta       [3]*exposition.Series // duration, success, read errors
 	state      stateTracker
 }
 
-func newNamedCollector(name string, c Collector, l log.Logger) *namedCollector {
-	return &namedCollector{name: name, c: c, readErrors: &Counter{}, sem: make(chan struct{}, 1),
-		meta:  [3]*Series{scrapeDuration.With(name), scrapeSuccess.With(name), scrapeReadErrors.With(name)},
-		state: stateTracker{name: name, logger: l}}
+func newNamedCollector(name string, c Collector, l log.Logger, f exporterFamilies) *namedCollector {
+	return &namedCollector{name: name, c: c, readErrors: &exposition.Counter{}, sem: make(chan struct{}, 1),
+		meta:  [3]*exposition.Series{f.duration.With(name), f.success.With(name), f.readErrors.With(name)},
+		state: stateTracker{name: name, logger: l, family: f.state}}
 }
 
 // Exporter runs every enabled collector concurrently on each scrape and adds
@@ -128,7 +142,12 @@ type Exporter struct {
 	nextID     atomic.Uint64
 	pool       sync.Pool // *scrape
 	self       *SelfMetrics
+	families   *exposition.Registry
 }
+
+// Families returns the exporter's metric family registry (for the
+// self-metrics, which share the scrape).
+func (e *Exporter) Families() *exposition.Registry { return e.families }
 
 // SetSelfMetrics adds the exporter's own process, Go and build metrics to
 // every scrape. Call before serving.
@@ -137,7 +156,8 @@ func (e *Exporter) SetSelfMetrics(s *SelfMetrics) { e.self = s }
 // NewExporter builds the enabled collectors. A constructor must not fail
 // because hardware is absent; it may fail on bad configuration.
 func NewExporter(enabled []string, o *Options, logger log.Logger) (*Exporter, error) {
-	e := &Exporter{logger: logger, timeout: o.ScrapeTimeout}
+	e := &Exporter{logger: logger, timeout: o.ScrapeTimeout, families: exposition.NewRegistry()}
+	fams := newExporterFamilies(e.families)
 	names := append([]string(nil), enabled...)
 	sort.Strings(names)
 	for _, name := range names {
@@ -146,8 +166,8 @@ func NewExporter(enabled []string, o *Options, logger log.Logger) (*Exporter, er
 			return nil, fmt.Errorf("unknown collector %q", name)
 		}
 		l := log.With(logger, "collector", name)
-		nc := newNamedCollector(name, nil, l)
-		env := Env{Logger: l, ReadErrors: nc.readErrors, Once: NewOnceLogger(l, 1024)}
+		nc := newNamedCollector(name, nil, l, fams)
+		env := Env{Logger: l, Families: e.families, ReadErrors: nc.readErrors, Once: NewOnceLogger(l, 1024)}
 		c, err := spec.New(env, o)
 		if err != nil {
 			return nil, fmt.Errorf("collector %s: %w", name, err)
@@ -169,7 +189,7 @@ func (e *Exporter) Names() []string {
 
 // scrape holds the batches of one scrape, reused through a pool.
 type scrape struct {
-	batches []*Batch
+	batches []*exposition.Batch
 }
 
 // run updates every collector concurrently, each into its own batch. With
@@ -179,9 +199,9 @@ type scrape struct {
 func (e *Exporter) run() *scrape {
 	sc, _ := e.pool.Get().(*scrape)
 	if sc == nil || len(sc.batches) != len(e.collectors)+1 {
-		sc = &scrape{batches: make([]*Batch, len(e.collectors)+1)}
+		sc = &scrape{batches: make([]*exposition.Batch, len(e.collectors)+1)}
 		for i := range sc.batches {
-			sc.batches[i] = &Batch{}
+			sc.batches[i] = &exposition.Batch{}
 		}
 	}
 	ctx := context.WithValue(context.Background(), scrapeIDKey{}, e.nextID.Add(1))
@@ -189,7 +209,7 @@ func (e *Exporter) run() *scrape {
 		var wg sync.WaitGroup
 		for i, c := range e.collectors {
 			b := sc.batches[i]
-			b.reset()
+			b.Reset()
 			if len(e.collectors) == 1 {
 				e.finish(c, b, e.execute(ctx, c, b))
 				break
@@ -203,7 +223,7 @@ func (e *Exporter) run() *scrape {
 		done := make(chan result, len(e.collectors))
 		for i, c := range e.collectors {
 			b := sc.batches[i]
-			b.reset()
+			b.Reset()
 			go func() {
 				r := e.execute(ctx, c, b)
 				r.index = i
@@ -237,13 +257,13 @@ func (e *Exporter) run() *scrape {
 			}
 			// The collector's goroutine still owns its batch: give this
 			// scrape (and the pool) a new one.
-			b := &Batch{}
+			b := &exposition.Batch{}
 			sc.batches[i] = b
 			e.finish(c, b, result{err: fmt.Errorf("deadline exceeded (--web.scrape-timeout %s)", e.timeout), duration: e.timeout.Seconds()})
 		}
 	}
 	self := sc.batches[len(e.collectors)]
-	self.reset()
+	self.Reset()
 	if e.self != nil {
 		e.self.Add(self)
 	}
@@ -258,11 +278,11 @@ type result struct {
 }
 
 func (e *Exporter) release(sc *scrape) {
-	for _, b := range sc.batches {
-		if cap(b.samples) > 1<<16 { // do not keep outsized buffers
-			b.samples = nil
+	for i, b := range sc.batches {
+		if b.Cap() > 1<<16 { // do not keep outsized buffers
+			sc.batches[i] = &exposition.Batch{}
 		}
-		b.reset()
+		b.Reset()
 	}
 	e.pool.Put(sc)
 }
@@ -271,7 +291,7 @@ func (e *Exporter) release(sc *scrape) {
 func (e *Exporter) WriteText(w io.Writer) error {
 	sc := e.run()
 	defer e.release(sc)
-	return writeText(w, sc.batches)
+	return e.families.WriteText(w, sc.batches)
 }
 
 // Describe sends nothing: the collectors' metrics are dynamic (hw_counters
@@ -283,13 +303,13 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	sc := e.run()
 	defer e.release(sc)
 	for _, b := range sc.batches {
-		constMetrics(b, ch)
+		b.Collect(ch)
 	}
 }
 
 // execute runs one collector's update into b. It waits for the
 // collector's previous update (another scrape) at most until ctx's deadline.
-func (e *Exporter) execute(ctx context.Context, c *namedCollector, b *Batch) result {
+func (e *Exporter) execute(ctx context.Context, c *namedCollector, b *exposition.Batch) result {
 	begin := time.Now()
 	select {
 	case c.sem <- struct{}{}:
@@ -306,7 +326,7 @@ func (e *Exporter) execute(ctx context.Context, c *namedCollector, b *Batch) res
 
 // finish adds a collector's success, duration, read errors and state to b
 // and logs state changes.
-func (e *Exporter) finish(c *namedCollector, b *Batch, r result) {
+func (e *Exporter) finish(c *namedCollector, b *exposition.Batch, r result) {
 	stateSeries, st := c.state.record(r.err)
 	b.Add(c.meta[0], r.duration)
 	b.Add(c.meta[1], b2f(st.Success()))

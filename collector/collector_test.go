@@ -5,12 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -26,9 +25,9 @@ type stubCollector struct {
 	err  error
 }
 
-var stubFamily = NewFamily("fabric_stub", "stub", prometheus.GaugeValue, "name")
+var stubFamily = testFamilies.NewFamily("fabric_stub", "stub", prometheus.GaugeValue, "name")
 
-func (s stubCollector) Update(_ context.Context, b *Batch) error {
+func (s stubCollector) Update(_ context.Context, b *exposition.Batch) error {
 	b.AddWith(stubFamily, 1, s.name)
 	return s.err
 }
@@ -36,9 +35,9 @@ func (s stubCollector) Update(_ context.Context, b *Batch) error {
 // One failing collector never blanks the scrape: its success is 0, the
 // others still report.
 func TestExporterIsolatesCollectors(t *testing.T) {
-	e := &Exporter{logger: log.NewNopLogger()}
+	e := newTestExporter(0)
 	for _, s := range []stubCollector{{"bad", errors.New("boom")}, {"absent", ErrNoData}, {name: "good"}} {
-		e.collectors = append(e.collectors, newNamedCollector(s.name, s, log.NewNopLogger()))
+		e.add(s.name, s, log.NewNopLogger())
 	}
 	err := testutil.CollectAndCompare(e, strings.NewReader(`
 # HELP fabric_scrape_collector_success 1 if the collector worked in this scrape (state ok, not_configured or no_hardware), 0 if it failed or a configured source is missing (state failed or source_missing; see fabric_collector_state_info).
@@ -171,29 +170,6 @@ func TestTextMatchesClientGolang(t *testing.T) {
 	}
 }
 
-func TestWriteTextEscaping(t *testing.T) {
-	f := NewFamily("fabric_test_escape_info", "Help with a \\ backslash\nand a newline.", prometheus.GaugeValue, "z", "a")
-	var b Batch
-	b.AddWith(f, 1, "quote\" back\\ nl\n", "bad utf8 \xff")
-	b.AddWith(f, math.Inf(1), "x", "y")
-	var buf bytes.Buffer
-	if err := writeText(&buf, []*Batch{&b}); err != nil {
-		t.Fatal(err)
-	}
-	want := `# HELP fabric_test_escape_info Help with a \\ backslash\nand a newline.
-# TYPE fabric_test_escape_info gauge
-fabric_test_escape_info{a="bad utf8 ` + "\uFFFD" + `",z="quote\" back\\ nl\n"} 1
-fabric_test_escape_info{a="y",z="x"} +Inf
-`
-	if buf.String() != want {
-		t.Errorf("got:\n%s\nwant:\n%s", buf.String(), want)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	if _, err := parser.TextToMetricFamilies(&buf); err != nil {
-		t.Errorf("output does not parse: %v", err)
-	}
-}
-
 func TestOnceLogger(t *testing.T) {
 	var buf bytes.Buffer
 	o := NewOnceLogger(log.NewLogfmtLogger(&buf), 2)
@@ -216,16 +192,6 @@ func TestOnceLogger(t *testing.T) {
 	}
 }
 
-// Label values are bounded, on a UTF-8 boundary.
-func TestLabelValueBound(t *testing.T) {
-	f := NewFamily("fabric_test_bound_info", "h", prometheus.GaugeValue, "v")
-	long := strings.Repeat("é", 300) // 600 bytes
-	s := f.With(long)
-	if len(s.values[0]) > maxLabelValue || !utf8.ValidString(s.values[0]) || !strings.HasPrefix(long, s.values[0]) {
-		t.Errorf("bounded value: %d bytes, valid %v", len(s.values[0]), utf8.ValidString(s.values[0]))
-	}
-}
-
 // hw_counters names come from firmware: a port with more files than
 // maxDynamicNames gets that many families and no panic.
 func TestRDMADynamicNamesBound(t *testing.T) {
@@ -236,7 +202,7 @@ func TestRDMADynamicNamesBound(t *testing.T) {
 		mustWrite(t, filepath.Join(port, "hw_counters", fmt.Sprintf("c%04d", i)), "1\n")
 	}
 	c, _ := newTestRDMA(t, fixtureOptions(t, root))
-	var b Batch
+	var b exposition.Batch
 	if err := c.Update(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"net"
 	"os"
 	"path/filepath"
@@ -33,7 +34,7 @@ func newDockerProcess(t *testing.T, proc, host string) (*processCollector, *sync
 	t.Helper()
 	logs := &syncBuf{}
 	l := level.NewFilter(log.NewLogfmtLogger(logs), level.AllowDebug())
-	env := Env{Logger: l, ReadErrors: &Counter{}, Once: NewOnceLogger(l, 1024)}
+	env := Env{Logger: l, Families: testFamilies, ReadErrors: &exposition.Counter{}, Once: NewOnceLogger(l, 1024)}
 	o := processOptions(t, proc)
 	o.Process.DockerHost = host
 	c, err := newProcessCollector(env, o)

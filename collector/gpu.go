@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -52,9 +53,9 @@ type gpuCollector struct {
 	lastErr error
 	numa    map[string]string // PCI bus ID -> NUMA node ("" = none)
 
-	info, proc, source, supported, dcgmUp, util *Family
-	nvlinkUp, nvlinkErrors, nvlinkTx, nvlinkRx  *Family
-	fields                                      [gpu.NumFields]*Family
+	info, proc, source, supported, dcgmUp, util *exposition.Family
+	nvlinkUp, nvlinkErrors, nvlinkTx, nvlinkRx  *exposition.Family
+	fields                                      [gpu.NumFields]*exposition.Family
 }
 
 func newGPUCollector(env Env, o *Options) (Collector, error) {
@@ -94,18 +95,18 @@ func newGPUCollector(env Env, o *Options) (Collector, error) {
 	c := &gpuCollector{
 		env: env, opts: o, make: mk, numa: map[string]string{},
 		bo: gpu.Options{Source: g.Source, DCGMAddress: g.DCGMAddress, DCGMEmbedded: g.DCGMEmbedded, Interval: g.Interval, Logf: logf},
-		info: NewFamily("fabric_gpu_info", "GPU metadata; numa_node comes from sysfs (\"\" when the kernel reports none).",
+		info: env.Families.NewFamily("fabric_gpu_info", "GPU metadata; numa_node comes from sysfs (\"\" when the kernel reports none).",
 			gg, "gpu", "uuid", "name", "pci_bus_id", "numa_node", "driver_version"),
-		proc:      NewFamily("fabric_gpu_process_info", "A compute process on the GPU (host PID namespace).", gg, "gpu", "uuid", "pid"),
-		source:    NewFamily("fabric_gpu_source_info", "Where the GPU activity fields come from: dcgm, nvml_gpm or nvml (no activity fields).", gg, "source"),
-		supported: NewFamily("fabric_gpu_field_supported", "1 if the source delivers the activity field for this GPU, 0 if not (its series is then absent).", gg, "gpu", "uuid", "field"),
-		dcgmUp:    NewFamily("fabric_dcgm_up", "1 while the exporter is connected to the DCGM host engine, 0 while it reconnects.", gg),
-		util:      NewFamily("fabric_gpu_utilization_ratio", "NVML utilization.gpu: fraction of the last sample period in which a kernel ran.", gg, "gpu", "uuid"),
-		nvlinkUp:  NewFamily("fabric_gpu_nvlink_up", "1 if the NVLink link is enabled (NVML link state), 0 if it is down; absent on GPUs without NVLink.", gg, "gpu", "uuid", "link"),
-		nvlinkErrors: NewFamily("fabric_gpu_nvlink_errors_total",
+		proc:      env.Families.NewFamily("fabric_gpu_process_info", "A compute process on the GPU (host PID namespace).", gg, "gpu", "uuid", "pid"),
+		source:    env.Families.NewFamily("fabric_gpu_source_info", "Where the GPU activity fields come from: dcgm, nvml_gpm or nvml (no activity fields).", gg, "source"),
+		supported: env.Families.NewFamily("fabric_gpu_field_supported", "1 if the source delivers the activity field for this GPU, 0 if not (its series is then absent).", gg, "gpu", "uuid", "field"),
+		dcgmUp:    env.Families.NewFamily("fabric_dcgm_up", "1 while the exporter is connected to the DCGM host engine, 0 while it reconnects.", gg),
+		util:      env.Families.NewFamily("fabric_gpu_utilization_ratio", "NVML utilization.gpu: fraction of the last sample period in which a kernel ran.", gg, "gpu", "uuid"),
+		nvlinkUp:  env.Families.NewFamily("fabric_gpu_nvlink_up", "1 if the NVLink link is enabled (NVML link state), 0 if it is down; absent on GPUs without NVLink.", gg, "gpu", "uuid", "link"),
+		nvlinkErrors: env.Families.NewFamily("fabric_gpu_nvlink_errors_total",
 			"NVLink data-link errors per link (NVML error counters): replay (transmit replays), recovery (the link retrained), crc_flit, crc_data.", prometheus.CounterValue, "gpu", "uuid", "link", "type"),
-		nvlinkTx: NewFamily("fabric_gpu_nvlink_transmitted_bytes_total", "Payload bytes sent over the NVLink link (NVML field NVLINK_THROUGHPUT_DATA_TX).", prometheus.CounterValue, "gpu", "uuid", "link"),
-		nvlinkRx: NewFamily("fabric_gpu_nvlink_received_bytes_total", "Payload bytes received over the NVLink link (NVML field NVLINK_THROUGHPUT_DATA_RX).", prometheus.CounterValue, "gpu", "uuid", "link"),
+		nvlinkTx: env.Families.NewFamily("fabric_gpu_nvlink_transmitted_bytes_total", "Payload bytes sent over the NVLink link (NVML field NVLINK_THROUGHPUT_DATA_TX).", prometheus.CounterValue, "gpu", "uuid", "link"),
+		nvlinkRx: env.Families.NewFamily("fabric_gpu_nvlink_received_bytes_total", "Payload bytes received over the NVLink link (NVML field NVLINK_THROUGHPUT_DATA_RX).", prometheus.CounterValue, "gpu", "uuid", "link"),
 	}
 	for f, d := range [gpu.NumFields][2]string{
 		{"fabric_gpu_graphics_engine_active_ratio", "Fraction of time the graphics engine was active (DCGM 1001, GPM GRAPHICS_UTIL)."},
@@ -116,7 +117,7 @@ func newGPUCollector(env Env, o *Options) (Collector, error) {
 		{"fabric_gpu_pcie_transmitted_bytes_per_second", "PCIe bytes per second sent by the GPU, headers included (DCGM 1009, GPM PCIE_TX_PER_SEC)."},
 		{"fabric_gpu_pcie_received_bytes_per_second", "PCIe bytes per second received by the GPU, headers included (DCGM 1010, GPM PCIE_RX_PER_SEC)."},
 	} {
-		c.fields[f] = NewFamily(d[0], d[1], gg, "gpu", "uuid")
+		c.fields[f] = env.Families.NewFamily(d[0], d[1], gg, "gpu", "uuid")
 	}
 	c.connect(time.Now())
 	// The process collector selects the GPUs' compute processes through
@@ -145,7 +146,7 @@ func (c *gpuCollector) connect(now time.Time) {
 	c.backend, c.lastErr = b, nil
 }
 
-func (c *gpuCollector) Update(_ context.Context, b *Batch) error {
+func (c *gpuCollector) Update(_ context.Context, b *exposition.Batch) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.backend == nil {

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"sort"
 	"strings"
@@ -160,7 +161,7 @@ func TestGPUInitFailureAndRetry(t *testing.T) {
 		return backend, nil
 	}
 	c := newTestGPU(t, o)
-	if err := c.Update(context.Background(), &Batch{}); !errors.Is(err, ErrNoData) {
+	if err := c.Update(context.Background(), &exposition.Batch{}); !errors.Is(err, ErrNoData) {
 		t.Fatalf("Update without NVML = %v, want ErrNoData", err)
 	}
 	if calls != 1 {
@@ -168,7 +169,7 @@ func TestGPUInitFailureAndRetry(t *testing.T) {
 	}
 	backend = &fakeGPU{snap: gpu.Snapshot{Source: "nvml", Interval: time.Second, Devices: []gpu.Device{dev(0, "GPU-a")}}}
 	c.lastTry = time.Now().Add(-gpuRetryInterval)
-	var b Batch
+	var b exposition.Batch
 	if err := c.Update(context.Background(), &b); err != nil {
 		t.Fatalf("Update after the driver appeared: %v", err)
 	}
@@ -179,7 +180,7 @@ func TestGPUInitFailureAndRetry(t *testing.T) {
 	o.GPU.Backend = func(gpu.Options) (gpu.Backend, error) { calls++; return nil, gpu.ErrNotBuilt }
 	c = newTestGPU(t, o)
 	c.lastTry = time.Time{}
-	if err := c.Update(context.Background(), &Batch{}); !errors.Is(err, ErrNoData) || !strings.Contains(err.Error(), "without GPU support") {
+	if err := c.Update(context.Background(), &exposition.Batch{}); !errors.Is(err, ErrNoData) || !strings.Contains(err.Error(), "without GPU support") {
 		t.Errorf("Update without GPU support = %v", err)
 	}
 }

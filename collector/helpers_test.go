@@ -2,8 +2,10 @@ package collector
 
 import (
 	"context"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,19 +24,56 @@ type updater struct {
 
 func (u updater) Describe(chan<- *prometheus.Desc) {}
 func (u updater) Collect(ch chan<- prometheus.Metric) {
-	var b Batch
+	var b exposition.Batch
 	err := u.c.Update(context.Background(), &b)
 	if u.err != nil {
 		*u.err = err
 	}
-	constMetrics(&b, ch)
+	b.Collect(ch)
+}
+
+// testFamilies is the registry of the tests' collectors.
+var testFamilies = exposition.NewRegistry()
+
+// sample is one sample of a batch, for tests that look at series.
+type sample struct {
+	s *exposition.Series
+	v float64
+}
+
+// samplesOf returns b's samples in the order they were added; b is a
+// Batch or a *Batch.
+func samplesOf[B exposition.Batch | *exposition.Batch](b B) []sample {
+	var out []sample
+	var p *exposition.Batch
+	switch x := any(b).(type) {
+	case exposition.Batch:
+		p = &x
+	case *exposition.Batch:
+		p = x
+	}
+	for s, v := range p.All() {
+		out = append(out, sample{s, v})
+	}
+	return out
+}
+
+// newTestExporter returns an Exporter without collectors (add them with
+// add), its families in testFamilies.
+func newTestExporter(timeout time.Duration) *Exporter {
+	return &Exporter{logger: log.NewNopLogger(), timeout: timeout, families: testFamilies}
+}
+
+// add appends a collector to a test Exporter.
+func (e *Exporter) add(name string, c Collector, l log.Logger) {
+	e.collectors = append(e.collectors, newNamedCollector(name, c, l, newExporterFamilies(e.families)))
 }
 
 // testEnv returns an Env whose read-error counter can be inspected.
-func testEnv() (Env, *Counter) {
-	ctr := &Counter{}
+func testEnv() (Env, *exposition.Counter) {
+	ctr := &exposition.Counter{}
 	l := log.NewNopLogger()
-	return Env{Logger: l, ReadErrors: ctr, Once: NewOnceLogger(l, 1024)}, ctr
+	return Env{Logger: l, Families: testFamilies, ReadErrors: ctr, Once: NewOnceLogger(l, 1024)}, ctr
 }
 
 // fixtureOptions returns Options for a sysfs tree with default rails.

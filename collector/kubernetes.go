@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"io/fs"
 	"net"
 	"os"
@@ -81,7 +82,7 @@ type kubernetesCollector struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
-	podDevice, allocatable, gpuPod *Family
+	podDevice, allocatable, gpuPod *exposition.Family
 }
 
 // GPUDevice is a GPU as the gpu collector knows it: its index (the gpu
@@ -104,12 +105,12 @@ func newKubernetesCollector(env Env, o *Options) (Collector, error) {
 		env: env, socket: k.PodResourcesSocket, refresh: k.Refresh, timeout: k.Refresh / 2,
 		gpus: o.GPUDevices, now: time.Now, dial: dialUnix,
 		kick: make(chan struct{}, 1), done: make(chan struct{}),
-		podDevice: NewFamily("fabric_kubernetes_pod_device_info",
+		podDevice: env.Families.NewFamily("fabric_kubernetes_pod_device_info",
 			"A device the kubelet allocated to a pod's container (pod-resources API List): resource is the extended resource (nvidia.com/gpu, rdma/…, an SR-IOV pool), device_id the device plugin's ID (a GPU UUID for nvidia.com/gpu).",
 			g, "namespace", "pod", "container", "resource", "device_id"),
-		allocatable: NewFamily("fabric_kubernetes_allocatable_devices",
+		allocatable: env.Families.NewFamily("fabric_kubernetes_allocatable_devices",
 			"Devices of each resource the kubelet can allocate on this node (pod-resources API GetAllocatableResources).", g, "resource"),
-		gpuPod: NewFamily("fabric_gpu_pod_info",
+		gpuPod: env.Families.NewFamily("fabric_gpu_pod_info",
 			"A GPU the kubelet allocated to a pod's container, joined to the gpu collector's GPUs by UUID: group fabric_gpu_* by pod with it.",
 			g, "gpu", "uuid", "namespace", "pod", "container"),
 	}
@@ -305,7 +306,7 @@ func cutUTF8(s string, n int) string {
 	return s[:n]
 }
 
-func (c *kubernetesCollector) Update(ctx context.Context, b *Batch) error {
+func (c *kubernetesCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	c.mu.Lock()
 	ans, err := c.answer, c.lastErr
 	c.mu.Unlock()
@@ -347,7 +348,7 @@ func (c *kubernetesCollector) Update(ctx context.Context, b *Batch) error {
 // UUID. A device plugin that shares GPUs (time-slicing) names replicas
 // "<uuid>::<n>"; IDs that are no GPU's UUID (MIG devices, other resources)
 // are not joined.
-func (c *kubernetesCollector) addGPUPods(ctx context.Context, ans *kubeAnswer, b *Batch) {
+func (c *kubernetesCollector) addGPUPods(ctx context.Context, ans *kubeAnswer, b *exposition.Batch) {
 	gpus := c.gpus(ctx)
 	if len(gpus) == 0 {
 		return

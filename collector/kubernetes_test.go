@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"net"
 	"os"
 	"path/filepath"
@@ -67,7 +68,7 @@ func fakeGPUs(context.Context) []GPUDevice {
 	return []GPUDevice{{0, gpuUUID0}, {1, gpuUUID1}, {2, gpuUUID2}, {3, gpuUUID3}}
 }
 
-func newTestKubernetes(t testing.TB, sock string, refresh time.Duration, gpus func(context.Context) []GPUDevice) (*kubernetesCollector, *Counter) {
+func newTestKubernetes(t testing.TB, sock string, refresh time.Duration, gpus func(context.Context) []GPUDevice) (*kubernetesCollector, *exposition.Counter) {
 	t.Helper()
 	env, errs := testEnv()
 	o := &Options{Kubernetes: KubernetesOptions{PodResourcesSocket: sock, Refresh: refresh}, GPUDevices: gpus}

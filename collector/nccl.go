@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"sort"
@@ -76,12 +77,12 @@ type ncclConn struct {
 	transport string
 	gdr       bool
 	n         float64
-	s         *Series
+	s         *exposition.Series
 }
 
 type ncclKV struct {
 	k, v string
-	s    *Series
+	s    *exposition.Series
 }
 
 // ncclProc is the state of one NCCL process.
@@ -95,20 +96,20 @@ type ncclProc struct {
 
 	net      string
 	netLevel int8
-	netS     *Series
+	netS     *exposition.Series
 	version  string
 	cuda     string
-	infoS    *Series
+	infoS    *exposition.Series
 	warnings float64
-	warnS    *Series
-	lastS    *Series
+	warnS    *exposition.Series
+	lastS    *exposition.Series
 	conns    []ncclConn
 	via      [64]byte // the text after " via " of the latest connection line…
 	viaLen   int      //
 	viaConn  int      // …and its entry in conns (-1: none)
-	devices  []*Series
+	devices  []*exposition.Series
 	devKey   string // the device list as logged, to skip repeats
-	ifaces   []*Series
+	ifaces   []*exposition.Series
 	ifKey    string
 	env      []ncclKV
 	gdrOff   []ncclKV
@@ -125,7 +126,7 @@ type ncclProc struct {
 	// none, or when a later communicator completed its init); while set,
 	// the process reports fabric_nccl_init_failure_info and no network.
 	initFail  string
-	initFailS *Series
+	initFailS *exposition.Series
 }
 
 type ncclCollector struct {
@@ -157,9 +158,9 @@ type ncclCollector struct {
 	backlog  float64
 	chunkMod int64 // mtime of the file being read
 
-	netInfo, conns, devInfo, ifInfo, info, warnings, lastLog, envInfo, gdrOff *Family
-	initFail                                                                  *Family
-	linesS, unparsedS, trackedS, bytesS, evictedS, filesS, backlogS           *Series
+	netInfo, conns, devInfo, ifInfo, info, warnings, lastLog, envInfo, gdrOff *exposition.Family
+	initFail                                                                  *exposition.Family
+	linesS, unparsedS, trackedS, bytesS, evictedS, filesS, backlogS           *exposition.Series
 }
 
 func newNCCLCollector(env Env, o *Options) (Collector, error) {
@@ -208,45 +209,45 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 	c := &ncclCollector{
 		env: env, opts: no, procfs: procfs, hostname: host, now: time.Now,
 		procs: map[string]*ncclProc{},
-		netInfo: NewFamily("fabric_nccl_net_info",
+		netInfo: env.Families.NewFamily("fabric_nccl_net_info",
 			"The network NCCL chose, as NCCL names it (IB, Socket, IBext_v8, AWS Libfabric, …): from \"Using network X\" or \"Assigned NET plugin X to comm\", else the net of its channel connections, else a \"NET/X : Using [0]…\" device line, else Socket when the init lines prove IB was not taken (docs/nccl-classification.md).",
 			gauge, "host", "pid", "net"),
-		conns: NewFamily("fabric_nccl_connections",
+		conns: env.Families.NewFamily("fabric_nccl_connections",
 			"Channel connections the NCCL process logged, by transport as logged (NET/IB, NET/Socket, P2P/IPC, P2P/CUMEM, SHM, …; \"direct shared memory\" of NCCL < 2.7 is SHM) and gdr=\"true\" for NET connections with /GDRDMA.",
 			gauge, "host", "pid", "transport", "gdr"),
-		devInfo: NewFamily("fabric_nccl_net_device_info",
+		devInfo: env.Families.NewFamily("fabric_nccl_net_device_info",
 			"An RDMA device port NCCL uses, from \"NET/IB : Using [0]mlx5_0:1/RoCE …\"; link is RoCE or IB.",
 			gauge, "host", "pid", "device", "port", "link"),
-		ifInfo: NewFamily("fabric_nccl_socket_interface_info",
+		ifInfo: env.Families.NewFamily("fabric_nccl_socket_interface_info",
 			"A network interface NCCL's socket transport uses, from \"NET/Socket : Using [0]eth0:…\".",
 			gauge, "host", "pid", "interface"),
-		info: NewFamily("fabric_nccl_info",
+		info: env.Families.NewFamily("fabric_nccl_info",
 			"The NCCL version of the process, from \"NCCL version 2.19.3+cuda12.3\" (cuda is the CUDA version it was built for).",
 			gauge, "host", "pid", "version", "cuda"),
-		warnings: NewFamily("fabric_nccl_warnings_total",
+		warnings: env.Families.NewFamily("fabric_nccl_warnings_total",
 			"NCCL WARN lines of the process.", counter, "host", "pid"),
-		lastLog: NewFamily("fabric_nccl_last_log_timestamp_seconds",
+		lastLog: env.Families.NewFamily("fabric_nccl_last_log_timestamp_seconds",
 			"Modification time of the log file the process's latest line was read from (NCCL lines carry no time of their own).",
 			gauge, "host", "pid"),
-		envInfo: NewFamily("fabric_nccl_env_info",
+		envInfo: env.Families.NewFamily("fabric_nccl_env_info",
 			"An NCCL environment variable the process reported as set (\"NCCL_SOCKET_IFNAME set by environment to eth0\").",
 			gauge, "host", "pid", "name", "value"),
-		gdrOff: NewFamily("fabric_nccl_gdr_disabled_info",
+		gdrOff: env.Families.NewFamily("fabric_nccl_gdr_disabled_info",
 			"GPU Direct RDMA disabled for a device (\"NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)\"); reason is the text in parentheses (no module: nvidia-peermem is not loaded).",
 			gauge, "host", "pid", "net", "device", "reason"),
-		initFail: NewFamily("fabric_nccl_init_failure_info",
+		initFail: env.Families.NewFamily("fabric_nccl_init_failure_info",
 			"NCCL init of the process found no usable network (\"Failed to initialize any NET plugin\", \"Error: network IB not found.\"); reason is that WARN message. Such a process has no fabric_nccl_net_info.",
 			gauge, "host", "pid", "reason"),
 	}
-	c.linesS = NewFamily("fabric_nccl_log_lines_total", "Lines read from NCCL log files.", counter).With()
-	c.unparsedS = NewFamily("fabric_nccl_log_unparsed_lines_total",
+	c.linesS = env.Families.NewFamily("fabric_nccl_log_lines_total", "Lines read from NCCL log files.", counter).With()
+	c.unparsedS = env.Families.NewFamily("fabric_nccl_log_unparsed_lines_total",
 		"Lines read that are not NCCL log lines (application output, garbage, lines over 64 KiB).", counter).With()
-	c.trackedS = NewFamily("fabric_nccl_tracked_processes", "NCCL processes tracked now.", gauge).With()
-	c.bytesS = NewFamily("fabric_nccl_log_read_bytes_total", "Bytes read from NCCL log files.", counter).With()
-	c.evictedS = NewFamily("fabric_nccl_evicted_processes_total",
+	c.trackedS = env.Families.NewFamily("fabric_nccl_tracked_processes", "NCCL processes tracked now.", gauge).With()
+	c.bytesS = env.Families.NewFamily("fabric_nccl_log_read_bytes_total", "Bytes read from NCCL log files.", counter).With()
+	c.evictedS = env.Families.NewFamily("fabric_nccl_evicted_processes_total",
 		"NCCL processes dropped because --collector.nccl.max-processes were tracked.", counter).With()
-	c.filesS = NewFamily("fabric_nccl_log_files", "NCCL log files matched by the globs at the last poll.", gauge).With()
-	c.backlogS = NewFamily("fabric_nccl_log_backlog_bytes", "Bytes of the NCCL log files not read yet at the end of the last poll.", gauge).With()
+	c.filesS = env.Families.NewFamily("fabric_nccl_log_files", "NCCL log files matched by the globs at the last poll.", gauge).With()
+	c.backlogS = env.Families.NewFamily("fabric_nccl_log_backlog_bytes", "Bytes of the NCCL log files not read yet at the end of the last poll.", gauge).With()
 	c.tailer = newNCCLTailer(no.LogPaths, c)
 	c.tailer.readErr = func(path string, err error) {
 		env.ReadErrors.Inc()
@@ -501,7 +502,7 @@ func (c *ncclCollector) apply(p *ncclProc, ev *ncclEvent) {
 	case ncclEvVersion:
 		c.setVersion(p, ev.name)
 	case ncclEvEnv:
-		p.env = c.setKV(p, p.env, maxNCCLEnv, ev.name, ev.value, func(k, v string) *Series {
+		p.env = c.setKV(p, p.env, maxNCCLEnv, ev.name, ev.value, func(k, v string) *exposition.Series {
 			return c.envInfo.With(p.host, p.pid, k, v)
 		})
 		if string(ev.name) == "NCCL_IB_DISABLE" {
@@ -510,7 +511,7 @@ func (c *ncclCollector) apply(p *ncclProc, ev *ncclEvent) {
 		}
 	case ncclEvGDRDisabled:
 		k := boundLabel(ev.net) + "\x00" + boundLabel(ev.name)
-		p.gdrOff = c.setKV(p, p.gdrOff, maxNCCLGDRDisabled, []byte(k), ev.value, func(k, v string) *Series {
+		p.gdrOff = c.setKV(p, p.gdrOff, maxNCCLGDRDisabled, []byte(k), ev.value, func(k, v string) *exposition.Series {
 			net, dev, _ := strings.Cut(k, "\x00")
 			return c.gdrOff.With(p.host, p.pid, net, dev, v)
 		})
@@ -660,7 +661,7 @@ func (c *ncclCollector) addConn(p *ncclProc, transport []byte, gdr bool) int {
 // setDevices replaces the device list when it changed; false when the list
 // names no device ("NET/IB : Using [RO]; OOB …" after "No device found").
 func (c *ncclCollector) setDevices(p *ncclProc, list []byte) bool {
-	return setNCCLList(&p.devices, &p.devKey, list, func(item []byte) *Series {
+	return setNCCLList(&p.devices, &p.devKey, list, func(item []byte) *exposition.Series {
 		if dev, port, link, ok := splitNCCLDevice(item); ok {
 			return c.devInfo.With(p.host, p.pid, boundLabel(dev), boundLabel(port), boundLabel(link))
 		}
@@ -670,7 +671,7 @@ func (c *ncclCollector) setDevices(p *ncclProc, list []byte) bool {
 
 // setInterfaces is setDevices for the socket transport's interface list.
 func (c *ncclCollector) setInterfaces(p *ncclProc, list []byte) bool {
-	return setNCCLList(&p.ifaces, &p.ifKey, list, func(item []byte) *Series {
+	return setNCCLList(&p.ifaces, &p.ifKey, list, func(item []byte) *exposition.Series {
 		if ifc, ok := splitNCCLInterface(item); ok {
 			return c.ifInfo.With(p.host, p.pid, boundLabel(ifc))
 		}
@@ -682,11 +683,11 @@ func (c *ncclCollector) setInterfaces(p *ncclProc, list []byte) bool {
 // one seen last (*key), keeping at most maxNCCLListItems items that item
 // turns into a series (nil: not an item). The previous list stays when the
 // new one has no item; false then.
-func setNCCLList(series *[]*Series, key *string, list []byte, item func([]byte) *Series) bool {
+func setNCCLList(series *[]*exposition.Series, key *string, list []byte, item func([]byte) *exposition.Series) bool {
 	if string(list) == *key {
 		return len(*series) > 0
 	}
-	var out []*Series
+	var out []*exposition.Series
 	forEachNCCLListItem(list, func(b []byte) {
 		if len(out) >= maxNCCLListItems {
 			return
@@ -720,7 +721,7 @@ func (c *ncclCollector) setVersion(p *ncclProc, v []byte) {
 	p.infoS = c.info.With(p.host, p.pid, p.version, p.cuda)
 }
 
-func (c *ncclCollector) setKV(p *ncclProc, kvs []ncclKV, max int, k, v []byte, series func(k, v string) *Series) []ncclKV {
+func (c *ncclCollector) setKV(p *ncclProc, kvs []ncclKV, max int, k, v []byte, series func(k, v string) *exposition.Series) []ncclKV {
 	for i := range kvs {
 		if kvs[i].k == string(k) || kvs[i].k == boundLabel(k) {
 			if kvs[i].v != string(v) {
@@ -754,7 +755,7 @@ func boundBytes(b []byte) []byte {
 	return b[:cut]
 }
 
-func (c *ncclCollector) Update(ctx context.Context, b *Batch) error {
+func (c *ncclCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	if len(c.opts.LogPaths) == 0 {
 		return notConfigured("no --collector.nccl.log-path")
 	}
@@ -824,7 +825,7 @@ type NCCLScanResult struct {
 func ScanNCCLLog(glob string) (NCCLScanResult, error) {
 	o := &Options{NCCL: NCCLOptions{LogPaths: []string{glob}, Retention: 0}}
 	l := log.NewNopLogger()
-	env := Env{Logger: l, ReadErrors: &Counter{}, Once: NewOnceLogger(l, 16)}
+	env := Env{Logger: l, Families: exposition.NewRegistry(), ReadErrors: &exposition.Counter{}, Once: NewOnceLogger(l, 16)}
 	c, err := newNCCLState(env, o)
 	if err != nil {
 		return NCCLScanResult{}, err

@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"context"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -99,12 +100,12 @@ fabric_nccl_init_failure_info{host="h",pid="12",reason="Failed to initialize any
 // Update, in the text format.
 func ncclSamples(t *testing.T, c *ncclCollector, names ...string) string {
 	t.Helper()
-	var b Batch
+	var b exposition.Batch
 	if err := c.Update(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := writeText(&buf, []*Batch{&b}); err != nil {
+	if err := testFamilies.WriteText(&buf, []*exposition.Batch{&b}); err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"io"
 	"io/fs"
 	"os"
@@ -76,13 +77,13 @@ const (
 
 type inspStat struct {
 	ops, bytes, seconds, busBytes float64
-	opsS, bytesS, secondsS, busS  *Series
+	opsS, bytesS, secondsS, busS  *exposition.Series
 }
 
 type inspComm struct {
 	key      string
 	lastSeen int64 // poll time of its latest operation, Unix nanoseconds
-	infoS    *Series
+	infoS    *exposition.Series
 	info     string // the info labels, to rebind when they change
 	stats    map[string]*inspStat
 	sorted   []*inspStat
@@ -98,7 +99,7 @@ type inspPromFile struct {
 }
 
 type inspPromSeries struct {
-	bw, t *Series
+	bw, t *exposition.Series
 	bwV   float64
 	tV    float64
 }
@@ -124,8 +125,8 @@ type ncclInspectorCollector struct {
 	polled    bool
 	pollNow   int64
 
-	infoF, opsF, bytesF, secondsF, busF, promBW, promTime       *Family
-	linesS, unparsedS, commsS, evictedS, jsonFilesS, promFilesS *Series
+	infoF, opsF, bytesF, secondsF, busF, promBW, promTime       *exposition.Family
+	linesS, unparsedS, commsS, evictedS, jsonFilesS, promFilesS *exposition.Series
 }
 
 func newNCCLInspectorCollector(env Env, o *Options) (Collector, error) {
@@ -162,33 +163,33 @@ func newNCCLInspectorState(env Env, o *Options) (*ncclInspectorCollector, error)
 	c := &ncclInspectorCollector{
 		env: env, opts: no, now: time.Now,
 		comms: map[string]*inspComm{}, prom: map[string]*inspPromFile{},
-		infoF: NewFamily("fabric_nccl_inspector_comm_info",
+		infoF: env.Families.NewFamily("fabric_nccl_inspector_comm_info",
 			"A communicator of an NCCL process, from the Inspector's JSON output: comm is its hash (NCCL's commId), rank the process's rank in it, ranks and nodes its size.",
 			gauge, "host", "pid", "comm", "comm_name", "rank", "ranks", "nodes"),
-		opsF: NewFamily("fabric_nccl_inspector_operations_total",
+		opsF: env.Families.NewFamily("fabric_nccl_inspector_operations_total",
 			"Completed NCCL operations (collectives and point-to-point) the Inspector recorded (JSON mode; at least NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES, 8192 by default), by operation and message-size bucket.",
 			counter, jl...),
-		bytesF: NewFamily("fabric_nccl_inspector_operation_bytes_total",
+		bytesF: env.Families.NewFamily("fabric_nccl_inspector_operation_bytes_total",
 			"Message bytes of the completed NCCL operations (JSON mode).", counter, jl...),
-		secondsF: NewFamily("fabric_nccl_inspector_operation_seconds_total",
+		secondsF: env.Families.NewFamily("fabric_nccl_inspector_operation_seconds_total",
 			"Execution time of the completed NCCL operations (JSON mode; GPU kernel time by default).", counter, jl...),
-		busF: NewFamily("fabric_nccl_inspector_bus_bytes_total",
+		busF: env.Families.NewFamily("fabric_nccl_inspector_bus_bytes_total",
 			"Bus bandwidth × execution time of the completed NCCL operations (JSON mode): rate() of it over rate() of fabric_nccl_inspector_operation_seconds_total is the time-weighted bus bandwidth in bytes per second.",
 			counter, jl...),
-		promBW: NewFamily("fabric_nccl_inspector_bus_bandwidth_bytes_per_second",
+		promBW: env.Families.NewFamily("fabric_nccl_inspector_bus_bandwidth_bytes_per_second",
 			"Bus bandwidth of the NCCL operations of the Inspector's last dump interval (Prometheus mode: geometric mean; averaged over the plugin's message-size ranges that fall into one size bucket). No pid: the file is per GPU (uuid) and shared by its processes.",
 			gauge, pl...),
-		promTime: NewFamily("fabric_nccl_inspector_exec_time_seconds",
+		promTime: env.Families.NewFamily("fabric_nccl_inspector_exec_time_seconds",
 			"Mean execution time of the NCCL operations of the Inspector's last dump interval (Prometheus mode).",
 			gauge, pl...),
 	}
-	c.linesS = NewFamily("fabric_nccl_inspector_lines_total", "Lines read from the Inspector's JSON files.", counter).With()
-	c.unparsedS = NewFamily("fabric_nccl_inspector_unparsed_lines_total",
+	c.linesS = env.Families.NewFamily("fabric_nccl_inspector_lines_total", "Lines read from the Inspector's JSON files.", counter).With()
+	c.unparsedS = env.Families.NewFamily("fabric_nccl_inspector_unparsed_lines_total",
 		"Lines of the Inspector's files that are not operations it writes (JSON lines and .prom lines: garbage, truncated, over 64 KiB).", counter).With()
-	c.commsS = NewFamily("fabric_nccl_inspector_communicators", "Communicators tracked from the Inspector's JSON files now.", gauge).With()
-	c.evictedS = NewFamily("fabric_nccl_inspector_evicted_communicators_total",
+	c.commsS = env.Families.NewFamily("fabric_nccl_inspector_communicators", "Communicators tracked from the Inspector's JSON files now.", gauge).With()
+	c.evictedS = env.Families.NewFamily("fabric_nccl_inspector_evicted_communicators_total",
 		"Communicators dropped because --collector.nccl-inspector.max-communicators were tracked.", counter).With()
-	files := NewFamily("fabric_nccl_inspector_files", "Inspector output files in the dump directory at the last poll, by format (json, prom).", gauge, "format")
+	files := env.Families.NewFamily("fabric_nccl_inspector_files", "Inspector output files in the dump directory at the last poll, by format (json, prom).", gauge, "format")
 	c.jsonFilesS, c.promFilesS = files.With("json"), files.With("prom")
 	if no.DumpDir != "" {
 		c.tailer = newNCCLTailer([]string{filepath.Join(globEscape(no.DumpDir), "*.log")}, c)
@@ -468,7 +469,7 @@ func (c *ncclInspectorCollector) line(f *ncclFile, line []byte) {
 }
 
 // Update copies the state into the batch.
-func (c *ncclInspectorCollector) Update(ctx context.Context, b *Batch) error {
+func (c *ncclInspectorCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	if c.opts.DumpDir == "" {
 		return notConfigured("no --collector.nccl-inspector.dump-dir")
 	}

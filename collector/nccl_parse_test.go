@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bytes"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"strings"
@@ -251,14 +252,14 @@ func FuzzParseNCCLLine(f *testing.F) {
 				}
 			}
 		}
-		var b Batch
+		var b exposition.Batch
 		c.files = 1
 		if err := c.Update(t.Context(), &b); err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range b.samples {
-			for _, v := range s.s.values {
-				if len(v) > 3*maxNCCLLabel || strings.ContainsRune(v, '\n') && s.s.fam.name == "fabric_nccl_net_info" {
+		for _, s := range samplesOf(b) {
+			for _, v := range s.s.Values() {
+				if len(v) > 3*maxNCCLLabel || strings.ContainsRune(v, '\n') && s.s.Family().Name() == "fabric_nccl_net_info" {
 					t.Fatalf("%q: label %q", line, v)
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -160,7 +161,7 @@ func TestNCCLFollowGarbage(t *testing.T) {
 	if c.lines == 0 || c.unparsed == 0 {
 		t.Errorf("lines %v unparsed %v", c.lines, c.unparsed)
 	}
-	var out Batch
+	var out exposition.Batch
 	if err := c.Update(context.Background(), &out); err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +270,7 @@ func TestNCCLBackgroundFollower(t *testing.T) {
 	sawPartial := false
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var b Batch
+		var b exposition.Batch
 		if err := c.Update(context.Background(), &b); err != nil {
 			t.Fatal(err)
 		}
@@ -303,9 +304,9 @@ func TestNCCLBackgroundFollower(t *testing.T) {
 	c.Close() // idempotent
 }
 
-func sampleValue(b *Batch, name string) float64 {
-	for _, s := range b.samples {
-		if s.s.fam.name == name {
+func sampleValue(b *exposition.Batch, name string) float64 {
+	for _, s := range samplesOf(b) {
+		if s.s.Family().Name() == name {
 			return s.v
 		}
 	}
@@ -321,7 +322,7 @@ func TestNCCLNoLogPath(t *testing.T) {
 	if c.(*ncclCollector).cancel != nil {
 		t.Error("follower started without a log path")
 	}
-	var b Batch
+	var b exposition.Batch
 	if err := c.Update(context.Background(), &b); !errors.Is(err, ErrNoData) || b.Len() != 0 {
 		t.Errorf("err %v, %d samples", err, b.Len())
 	}

@@ -65,10 +65,10 @@ func (c *ncclCollector) summary() map[string]ncclProcSummary {
 			s.Conns[k] = e.n
 		}
 		for _, d := range p.devices {
-			s.Devices = append(s.Devices, d.values[2]+":"+d.values[3]+"/"+d.values[4])
+			s.Devices = append(s.Devices, d.Values()[2]+":"+d.Values()[3]+"/"+d.Values()[4])
 		}
 		for _, d := range p.ifaces {
-			s.Ifaces = append(s.Ifaces, d.values[2])
+			s.Ifaces = append(s.Ifaces, d.Values()[2])
 		}
 		if p.infoS != nil {
 			s.Version = p.version
@@ -83,7 +83,7 @@ func (c *ncclCollector) summary() map[string]ncclProcSummary {
 			s.Env[e.k] = e.v
 		}
 		for _, e := range p.gdrOff {
-			s.GDROff = append(s.GDROff, fmt.Sprintf("%s %s (%s)", e.s.values[2], e.s.values[3], e.v))
+			s.GDROff = append(s.GDROff, fmt.Sprintf("%s %s (%s)", e.s.Values()[2], e.s.Values()[3], e.v))
 		}
 		out[p.host+"/"+p.pid] = s
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -50,12 +51,12 @@ type netdevCollector struct {
 	env    Env
 	opts   *Options
 	reader *sysReader
-	fams   map[string]*Family // statistics file -> family
+	fams   map[string]*exposition.Family // statistics file -> family
 	ifs    *classCache[*netIf]
 	filter Filter
 	buf    [maxAttrSize]byte
 
-	info, up, speed *Family
+	info, up, speed *exposition.Family
 }
 
 type netIf struct {
@@ -63,7 +64,7 @@ type netIf struct {
 	physical            bool
 	driver, pci, numa   string
 	stats               []counterFile
-	up, speed           *Series
+	up, speed           *exposition.Series
 	operPath, speedPath string
 }
 
@@ -85,22 +86,22 @@ func newNetdevCollector(env Env, o *Options) (Collector, error) {
 	reader := newSysReaderIn(o.SysfsPath)
 	c := &netdevCollector{
 		env: env, opts: o, reader: reader,
-		fams: map[string]*Family{}, ifs: newClassCache[*netIf](o.sysPath("class", "net"), reader), filter: filter,
-		info: NewFamily("fabric_netdev_info",
+		fams: map[string]*exposition.Family{}, ifs: newClassCache[*netIf](o.sysPath("class", "net"), reader), filter: filter,
+		info: env.Families.NewFamily("fabric_netdev_info",
 			"Network interface metadata; rail is \"\" when the interface carries no rail, numa_node \"\" when unknown.",
 			prometheus.GaugeValue, "netdev", "operstate", "driver", "pci_bus_id", "numa_node", "rail"),
-		up:    NewFamily("fabric_netdev_up", "1 if the interface's operstate is up, else 0.", prometheus.GaugeValue, "netdev"),
-		speed: NewFamily("fabric_netdev_speed_bytes_per_second", "Link speed in bytes per second (absent while the link is down).", prometheus.GaugeValue, "netdev"),
+		up:    env.Families.NewFamily("fabric_netdev_up", "1 if the interface's operstate is up, else 0.", prometheus.GaugeValue, "netdev"),
+		speed: env.Families.NewFamily("fabric_netdev_speed_bytes_per_second", "Link speed in bytes per second (absent while the link is down).", prometheus.GaugeValue, "netdev"),
 	}
 	for file, s := range netdevStats {
-		c.fams[file] = NewFamily("fabric_netdev_"+s.name, s.help, prometheus.CounterValue, "netdev")
+		c.fams[file] = env.Families.NewFamily("fabric_netdev_"+s.name, s.help, prometheus.CounterValue, "netdev")
 	}
 	return c, nil
 }
 
 func (c *netdevCollector) dir() string { return c.opts.sysPath("class", "net") }
 
-func (c *netdevCollector) Update(ctx context.Context, b *Batch) error {
+func (c *netdevCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	names, err := listDir(c.dir(), false)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -172,7 +173,7 @@ func (c *netdevCollector) scanIface(name, dir string) *netIf {
 }
 
 // collectIface sends one interface's metrics; false means it vanished.
-func (c *netdevCollector) collectIface(ifc *netIf, rail string, b *Batch) bool {
+func (c *netdevCollector) collectIface(ifc *netIf, rail string, b *exposition.Batch) bool {
 	oper, err := c.reader.readString(ifc.operPath)
 	if err != nil {
 		if isGone(err) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"sort"
@@ -37,35 +38,35 @@ type numaCollector struct {
 	gen    uint64
 	buf    [2 * maxAttrSize]byte
 
-	stats                  [6]*Family
-	memTotal, memFree, inf *Family
+	stats                  [6]*exposition.Family
+	memTotal, memFree, inf *exposition.Family
 }
 
 type numaNode struct {
 	id, dir          string
 	num              int
 	gen              uint64
-	stats            [6]*Series
-	memTotal, memFre *Series
+	stats            [6]*exposition.Series
+	memTotal, memFre *exposition.Series
 	cpulist          string
-	info             *Series
+	info             *exposition.Series
 }
 
 func newNumaCollector(env Env, o *Options) (Collector, error) {
 	g := prometheus.GaugeValue
 	c := &numaCollector{
 		env: env, dir: o.sysPath("devices", "system", "node"), sysfs: o.SysfsPath, reader: newSysReaderIn(o.SysfsPath), nodes: map[string]*numaNode{},
-		memTotal: NewFamily("fabric_numa_memory_total_bytes", "Memory of the NUMA node (node*/meminfo MemTotal).", g, "numa_node"),
-		memFree:  NewFamily("fabric_numa_memory_free_bytes", "Free memory of the NUMA node (node*/meminfo MemFree).", g, "numa_node"),
-		inf:      NewFamily("fabric_numa_node_info", "A NUMA node and its CPUs (node*/cpulist; \"\" for a node without CPUs).", g, "numa_node", "cpulist"),
+		memTotal: env.Families.NewFamily("fabric_numa_memory_total_bytes", "Memory of the NUMA node (node*/meminfo MemTotal).", g, "numa_node"),
+		memFree:  env.Families.NewFamily("fabric_numa_memory_free_bytes", "Free memory of the NUMA node (node*/meminfo MemFree).", g, "numa_node"),
+		inf:      env.Families.NewFamily("fabric_numa_node_info", "A NUMA node and its CPUs (node*/cpulist; \"\" for a node without CPUs).", g, "numa_node", "cpulist"),
 	}
 	for i, s := range numaStats {
-		c.stats[i] = NewFamily("fabric_numa_"+s.key+"_total", s.help, prometheus.CounterValue, "numa_node")
+		c.stats[i] = env.Families.NewFamily("fabric_numa_"+s.key+"_total", s.help, prometheus.CounterValue, "numa_node")
 	}
 	return c, nil
 }
 
-func (c *numaCollector) Update(ctx context.Context, b *Batch) error {
+func (c *numaCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	c.gen++
 	nodes := c.list[:0]
 	err := scanDir(c.dir, func(name []byte) {
@@ -129,7 +130,7 @@ func (c *numaCollector) newNode(id string) *numaNode {
 	return n
 }
 
-func (c *numaCollector) collectNode(n *numaNode, b *Batch) {
+func (c *numaCollector) collectNode(n *numaNode, b *exposition.Batch) {
 	// numastat; node*/vmstat carries the same counters under other names.
 	path := filepath.Join(n.dir, "numastat")
 	raw, err := c.reader.read(path, c.buf[:])

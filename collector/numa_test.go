@@ -2,6 +2,7 @@ package collector
 
 import (
 	"errors"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"testing"
@@ -46,7 +47,7 @@ fabric_numa_node_info{cpulist="0-47,96-143",numa_node="0"} 1
 fabric_numa_node_info{cpulist="48-95,144-191",numa_node="1"} 1
 `
 
-func newTestNuma(t testing.TB, sysfs string) (Collector, *Counter) {
+func newTestNuma(t testing.TB, sysfs string) (Collector, *exposition.Counter) {
 	t.Helper()
 	env, errs := testEnv()
 	c, err := newNumaCollector(env, &Options{SysfsPath: sysfs})
@@ -120,7 +121,7 @@ fabric_numa_node_info{cpulist="0-47,96-143",numa_node="0"} 1
 
 func TestNumaAbsent(t *testing.T) {
 	c, _ := newTestNuma(t, t.TempDir())
-	var b Batch
+	var b exposition.Batch
 	if err := c.Update(t.Context(), &b); !errors.Is(err, ErrNoData) || b.Len() != 0 {
 		t.Errorf("no devices/system/node: err %v, %d samples; want ErrNoData, none", err, b.Len())
 	}

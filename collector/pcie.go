@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"sort"
@@ -47,7 +48,7 @@ type pcieFunc struct {
 	role     string // endpoint, root_port, switch_upstream_port, switch_downstream_port
 	upstream *pcieFunc
 
-	speed, maxSpeed, width, maxWidth, supSpeed, supWidth *Series
+	speed, maxSpeed, width, maxWidth, supSpeed, supWidth *exposition.Series
 	// The maxima are link capabilities: read once per rebuild (again each
 	// update while unknown because of a read error).
 	maxS, maxW     float64
@@ -63,8 +64,8 @@ type pcieFunc struct {
 type pcieAER struct {
 	path, class string
 	rootport    bool
-	series      map[string]*Series // error name -> series (AER files)
-	total       *Series            // aer_rootport_total_err_*
+	series      map[string]*exposition.Series // error name -> series (AER files)
+	total       *exposition.Series            // aer_rootport_total_err_*
 }
 
 type pcieCollector struct {
@@ -74,10 +75,10 @@ type pcieCollector struct {
 	sig    uint64
 	built  bool
 	funcs  []*pcieFunc
-	static []*Series // link and path info
+	static []*exposition.Series // link and path info
 
-	speed, maxSpeed, width, maxWidth, supSpeed, supWidth *Family
-	linkInfo, pathInfo, aer, rootport                    *Family
+	speed, maxSpeed, width, maxWidth, supSpeed, supWidth *exposition.Family
+	linkInfo, pathInfo, aer, rootport                    *exposition.Family
 }
 
 func newPCIeCollector(env Env, o *Options) (Collector, error) {
@@ -85,34 +86,34 @@ func newPCIeCollector(env Env, o *Options) (Collector, error) {
 	g, ctr := prometheus.GaugeValue, prometheus.CounterValue
 	return &pcieCollector{
 		env: env, topo: t.(*topologyCollector), reader: newSysReaderIn(o.SysfsPath),
-		speed: NewFamily("fabric_pcie_link_speed_transfers_per_second",
+		speed: env.Families.NewFamily("fabric_pcie_link_speed_transfers_per_second",
 			"Current PCIe link speed in transfers per second (current_link_speed; 32.0 GT/s = 3.2e10). Endpoints commonly lower it while idle.", g, "pci_bus_id"),
-		maxSpeed: NewFamily("fabric_pcie_link_max_speed_transfers_per_second",
+		maxSpeed: env.Families.NewFamily("fabric_pcie_link_max_speed_transfers_per_second",
 			"Highest PCIe link speed this function supports (max_link_speed), transfers per second.", g, "pci_bus_id"),
-		width: NewFamily("fabric_pcie_link_width",
+		width: env.Families.NewFamily("fabric_pcie_link_width",
 			"Current PCIe link width in lanes (current_link_width).", g, "pci_bus_id"),
-		maxWidth: NewFamily("fabric_pcie_link_max_width",
+		maxWidth: env.Families.NewFamily("fabric_pcie_link_max_width",
 			"Widest PCIe link this function supports (max_link_width), lanes.", g, "pci_bus_id"),
-		supSpeed: NewFamily("fabric_pcie_link_supported_speed_transfers_per_second",
+		supSpeed: env.Families.NewFamily("fabric_pcie_link_supported_speed_transfers_per_second",
 			"Speed the link above this function (an endpoint or switch upstream port) can reach: the lower of both ends' max_link_speed (this function's alone when the port above reports none). One series per physical link; absent for root and downstream ports, whose registers describe the link below them.", g, "pci_bus_id"),
-		supWidth: NewFamily("fabric_pcie_link_supported_width",
+		supWidth: env.Families.NewFamily("fabric_pcie_link_supported_width",
 			"Width the link above this function (an endpoint or switch upstream port) can reach: the lower of both ends' max_link_width. Absent for root and downstream ports.", g, "pci_bus_id"),
-		linkInfo: NewFamily("fabric_pcie_link_info",
+		linkInfo: env.Families.NewFamily("fabric_pcie_link_info",
 			"A PCI function on the path of a GPU or RDMA device: its role (endpoint, root_port, switch_upstream_port, switch_downstream_port: switch ports alternate below a root port), the function above it (\"\" for a root port) and PCI vendor/device IDs.",
 			g, "pci_bus_id", "role", "upstream_pci_bus_id", "vendor", "device"),
-		pathInfo: NewFamily("fabric_pcie_path_info",
+		pathInfo: env.Families.NewFamily("fabric_pcie_path_info",
 			"The function pci_bus_id is on the PCIe path from the GPU or RDMA device (kind, name as in fabric_pci_device_info) to its root port, the device itself included.",
 			g, "pci_bus_id", "kind", "name"),
-		aer: NewFamily("fabric_pcie_aer_errors_total",
+		aer: env.Families.NewFamily("fabric_pcie_aer_errors_total",
 			"PCIe AER errors the function reported, per error type (aer_dev_correctable, aer_dev_nonfatal, aer_dev_fatal: class correctable, nonfatal, fatal). Absent where the kernel exposes no AER statistics.",
 			ctr, "pci_bus_id", "class", "error"),
-		rootport: NewFamily("fabric_pcie_aer_rootport_errors_total",
+		rootport: env.Families.NewFamily("fabric_pcie_aer_rootport_errors_total",
 			"AER error messages a root port received from the devices below it (aer_rootport_total_err_cor, _nonfatal, _fatal).",
 			ctr, "pci_bus_id", "class"),
 	}, nil
 }
 
-func (c *pcieCollector) Update(ctx context.Context, b *Batch) error {
+func (c *pcieCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	sig, found := uint64(14695981039346656037), 0
 	for _, d := range c.topo.dirs[:2] {
 		var err error
@@ -352,7 +353,7 @@ func (c *pcieCollector) rebuild() {
 		}
 		for _, a := range [...][2]string{{"aer_dev_correctable", "correctable"}, {"aer_dev_nonfatal", "nonfatal"}, {"aer_dev_fatal", "fatal"}} {
 			if p := filepath.Join(f.dir, a[0]); c.exists(p) {
-				f.aer = append(f.aer, pcieAER{path: p, class: a[1], series: map[string]*Series{}})
+				f.aer = append(f.aer, pcieAER{path: p, class: a[1], series: map[string]*exposition.Series{}})
 			}
 		}
 		if f.role == "root_port" {

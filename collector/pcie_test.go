@@ -2,13 +2,14 @@ package collector
 
 import (
 	"errors"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func newTestPCIe(t testing.TB, sysfs string) (*pcieCollector, *Counter) {
+func newTestPCIe(t testing.TB, sysfs string) (*pcieCollector, *exposition.Counter) {
 	t.Helper()
 	env, errs := testEnv()
 	c, err := newPCIeCollector(env, &Options{SysfsPath: sysfs})
@@ -21,13 +22,13 @@ func newTestPCIe(t testing.TB, sysfs string) (*pcieCollector, *Counter) {
 // pcieValues returns "family{labels}" -> value for one update.
 func pcieValues(t testing.TB, c *pcieCollector) map[string]float64 {
 	t.Helper()
-	var b Batch
+	var b exposition.Batch
 	if err := c.Update(t.Context(), &b); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]float64{}
-	for _, s := range b.samples {
-		out[s.s.fam.name+"{"+strings.Join(s.s.values, ",")+"}"] = s.v
+	for _, s := range samplesOf(b) {
+		out[s.s.Family().Name()+"{"+strings.Join(s.s.Values(), ",")+"}"] = s.v
 	}
 	return out
 }
@@ -230,7 +231,7 @@ func TestPCIeQuietAndBadValues(t *testing.T) {
 
 func TestPCIeStates(t *testing.T) {
 	c, _ := newTestPCIe(t, filepath.Join(t.TempDir(), "nosys"))
-	var b Batch
+	var b exposition.Batch
 	if st, _ := classify(c.Update(t.Context(), &b)); st != StateSourceMissing {
 		t.Errorf("missing root: %s", st)
 	}
@@ -249,9 +250,9 @@ func TestPCIeStates(t *testing.T) {
 // -bench PCIeUpdate -benchmem`; results in docs/benchmarks.md.
 func BenchmarkPCIeUpdate(b *testing.B) {
 	c, _ := newTestPCIe(b, fixtureSys)
-	var batch Batch
+	var batch exposition.Batch
 	for b.Loop() {
-		batch.reset()
+		batch.Reset()
 		if err := c.Update(b.Context(), &batch); err != nil {
 			b.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"sort"
 	"strconv"
 	"strings"
@@ -106,8 +107,8 @@ type pfcCollector struct {
 	ethtool EthtoolSource
 
 	pauseFrames, pauseDuration, pauseTransitions, storms, pauseCtrl,
-	phyDiscards, outOfBuffer, linkDown, vportRDMA, prioEnabled *Family
-	phyCorrectedBits, phyRawErrors, phySymbolErrors *Family
+	phyDiscards, outOfBuffer, linkDown, vportRDMA, prioEnabled *exposition.Family
+	phyCorrectedBits, phyRawErrors, phySymbolErrors *exposition.Family
 }
 
 // PFCOptions configures the pfc collector.
@@ -132,12 +133,12 @@ func newPFCCollector(env Env, o *Options) (Collector, error) {
 	default:
 		src = NewIoctlEthtool()
 	}
-	nd := func(name, help string, labels ...string) *Family {
+	nd := func(name, help string, labels ...string) *exposition.Family {
 		typ := prometheus.CounterValue
 		if name == "fabric_pfc_priority_enabled" {
 			typ = prometheus.GaugeValue
 		}
-		return NewFamily(name, help, typ, append([]string{"netdev"}, labels...)...)
+		return env.Families.NewFamily(name, help, typ, append([]string{"netdev"}, labels...)...)
 	}
 	return &pfcCollector{
 		env: env, opts: o, ethtool: src,
@@ -157,7 +158,7 @@ func newPFCCollector(env Env, o *Options) (Collector, error) {
 	}, nil
 }
 
-func (c *pfcCollector) Update(ctx context.Context, b *Batch) error {
+func (c *pfcCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	if c.opts.Rails == nil {
 		return noHardware("no rails")
 	}
@@ -208,7 +209,7 @@ func allUnsupported(errs []error) bool {
 }
 
 // emit turns one interface's statistics into metrics.
-func (c *pfcCollector) emit(nd string, stats map[string]uint64, b *Batch) {
+func (c *pfcCollector) emit(nd string, stats map[string]uint64, b *exposition.Batch) {
 	var vport [2]float64 // rx, tx
 	var vportSeen [2]bool
 	var prioStats, pfcOn [8]bool

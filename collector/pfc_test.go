@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"syscall"
 	"testing"
 )
 
-func newTestPFC(t testing.TB, o *Options) (*pfcCollector, *Counter) {
+func newTestPFC(t testing.TB, o *Options) (*pfcCollector, *exposition.Counter) {
 	t.Helper()
 	env, errs := testEnv()
 	c, err := newPFCCollector(env, o)
@@ -125,14 +126,14 @@ fabric_pfc_priority_enabled{netdev="eth0",priority="7"} 0
 
 	// Every rail netdev failing fails the collector.
 	fake.errs["eth0"] = syscall.EIO
-	err := c.Update(context.Background(), &Batch{})
+	err := c.Update(context.Background(), &exposition.Batch{})
 	if err == nil || errors.Is(err, ErrNoData) {
 		t.Errorf("Update with every netdev failing = %v, want an error", err)
 	}
 	// Drivers without ethtool statistics at all mean no data, not failure.
 	fake.errs = nil
 	fake.stats = nil
-	err = c.Update(context.Background(), &Batch{})
+	err = c.Update(context.Background(), &exposition.Batch{})
 	if !errors.Is(err, ErrNoData) {
 		t.Errorf("Update with no statistics = %v, want ErrNoData", err)
 	}

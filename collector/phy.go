@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"sort"
@@ -79,9 +80,9 @@ type phyCollector struct {
 	mu      sync.Mutex
 	modules map[string]phyModule
 
-	fecInfo, fecCorrected, fecUncorr, fecBits, fecLaneCorrected, fecLaneUncorr *Family
-	modInfo, modTemp, modVolt, modTx, modRx, modBias, modAt                    *Family
-	thTemp, thVolt, thTx, thRx, thBias                                         *Family
+	fecInfo, fecCorrected, fecUncorr, fecBits, fecLaneCorrected, fecLaneUncorr *exposition.Family
+	modInfo, modTemp, modVolt, modTx, modRx, modBias, modAt                    *exposition.Family
+	thTemp, thVolt, thTx, thRx, thBias                                         *exposition.Family
 }
 
 // phyFirstWait bounds how long the first scrape waits for the first module
@@ -105,10 +106,10 @@ func newPhyCollector(env Env, o *Options) (Collector, error) {
 		src = ethtoolnl.NewClient()
 	}
 	g, ctr := prometheus.GaugeValue, prometheus.CounterValue
-	nd := func(name, help string, typ prometheus.ValueType, labels ...string) *Family {
-		return NewFamily(name, help, typ, append([]string{"netdev"}, labels...)...)
+	nd := func(name, help string, typ prometheus.ValueType, labels ...string) *exposition.Family {
+		return env.Families.NewFamily(name, help, typ, append([]string{"netdev"}, labels...)...)
 	}
-	th := func(name, what string) *Family {
+	th := func(name, what string) *exposition.Family {
 		return nd(name, "The module's own "+what+" thresholds (threshold: high_alarm, low_alarm, high_warning, low_warning), from its memory.", g, "threshold")
 	}
 	c := &phyCollector{
@@ -120,7 +121,7 @@ func newPhyCollector(env Env, o *Options) (Collector, error) {
 		fecBits:          nd("fabric_netdev_fec_corrected_bit_errors_total", "Bits FEC corrected (drivers that report it through ethtool netlink).", ctr),
 		fecLaneCorrected: nd("fabric_netdev_fec_lane_corrected_blocks_total", "FEC corrected blocks per lane (lane numbered from 0 as ethtool --show-fec prints it), where the driver reports lanes (BASE-R/FC-FEC; RS-FEC corrects across lanes and reports totals only).", ctr, "lane"),
 		fecLaneUncorr:    nd("fabric_netdev_fec_lane_uncorrectable_blocks_total", "FEC uncorrectable blocks per lane, where the driver reports lanes.", ctr, "lane"),
-		modInfo: NewFamily("fabric_transceiver_info", "The optical module (or cable) in a rail netdev's cage: management spec (SFF-8636 or CMIS), form factor (SFF-8024 name), vendor, part number, revision, serial number, firmware (CMIS active firmware; \"\" for SFF-8636).",
+		modInfo: env.Families.NewFamily("fabric_transceiver_info", "The optical module (or cable) in a rail netdev's cage: management spec (SFF-8636 or CMIS), form factor (SFF-8024 name), vendor, part number, revision, serial number, firmware (CMIS active firmware; \"\" for SFF-8636).",
 			g, "netdev", "spec", "type", "vendor", "part_number", "revision", "serial", "firmware"),
 		modTemp: nd("fabric_transceiver_temperature_celsius", "Module temperature.", g),
 		modVolt: nd("fabric_transceiver_supply_voltage_volts", "Module supply voltage.", g),
@@ -225,7 +226,7 @@ func (c *phyCollector) refresh(ctx context.Context) {
 	c.mu.Unlock()
 }
 
-func (c *phyCollector) Update(ctx context.Context, b *Batch) error {
+func (c *phyCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	select {
 	case <-c.first:
 	case <-time.After(phyFirstWait):
@@ -275,13 +276,13 @@ func (c *phyCollector) Update(ctx context.Context, b *Batch) error {
 	return nil
 }
 
-func (c *phyCollector) emitFEC(nd string, f ethtoolnl.FEC, b *Batch) {
+func (c *phyCollector) emitFEC(nd string, f ethtoolnl.FEC, b *exposition.Batch) {
 	if f.Active != "" {
 		b.AddWith(c.fecInfo, 1, nd, f.Active)
 	}
 	for _, x := range []struct {
 		c          ethtoolnl.Counter
-		total, lan *Family
+		total, lan *exposition.Family
 	}{{f.Corrected, c.fecCorrected, c.fecLaneCorrected}, {f.Uncorrectable, c.fecUncorr, c.fecLaneUncorr}, {f.CorrBits, c.fecBits, nil}} {
 		if !x.c.OK {
 			continue
@@ -295,7 +296,7 @@ func (c *phyCollector) emitFEC(nd string, f ethtoolnl.FEC, b *Batch) {
 	}
 }
 
-func (c *phyCollector) emitModule(nd string, pm phyModule, b *Batch) {
+func (c *phyCollector) emitModule(nd string, pm phyModule, b *exposition.Batch) {
 	m := pm.mod
 	b.AddWith(c.modInfo, 1, nd, m.Spec, m.Type, m.Vendor, m.PartNumber, m.Revision, m.Serial, m.Firmware)
 	b.AddWith(c.modAt, float64(pm.at.UnixNano())/1e9, nd)
@@ -309,7 +310,7 @@ func (c *phyCollector) emitModule(nd string, pm phyModule, b *Batch) {
 		lane := strconv.Itoa(i + 1)
 		for _, x := range []struct {
 			v optics.Value
-			f *Family
+			f *exposition.Family
 		}{{l.TxPower, c.modTx}, {l.RxPower, c.modRx}, {l.Bias, c.modBias}} {
 			if x.v.OK {
 				b.AddWith(x.f, x.v.V, nd, lane)
@@ -318,7 +319,7 @@ func (c *phyCollector) emitModule(nd string, pm phyModule, b *Batch) {
 	}
 	for _, x := range []struct {
 		t *optics.Thresholds
-		f *Family
+		f *exposition.Family
 	}{{m.TemperatureThresholds, c.thTemp}, {m.VoltageThresholds, c.thVolt}, {m.TxPowerThresholds, c.thTx}, {m.RxPowerThresholds, c.thRx}, {m.BiasThresholds, c.thBias}} {
 		if x.t == nil {
 			continue

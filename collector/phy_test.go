@@ -2,6 +2,7 @@ package collector
 
 import (
 	"errors"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +16,7 @@ import (
 	"github.com/fabric-exporter/fabric_exporter/internal/ethtoolnl"
 )
 
-func newTestPhy(t testing.TB, o *Options) (*phyCollector, *Counter) {
+func newTestPhy(t testing.TB, o *Options) (*phyCollector, *exposition.Counter) {
 	t.Helper()
 	env, errs := testEnv()
 	c, err := newPhyCollector(env, o)
@@ -28,13 +29,13 @@ func newTestPhy(t testing.TB, o *Options) (*phyCollector, *Counter) {
 
 func phyValues(t testing.TB, c Collector) map[string]float64 {
 	t.Helper()
-	var b Batch
+	var b exposition.Batch
 	if err := c.Update(t.Context(), &b); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]float64{}
-	for _, s := range b.samples {
-		out[s.s.fam.name+"{"+strings.Join(s.s.values, ",")+"}"] = s.v
+	for _, s := range samplesOf(b) {
+		out[s.s.Family().Name()+"{"+strings.Join(s.s.Values(), ",")+"}"] = s.v
 	}
 	return out
 }
@@ -123,7 +124,7 @@ func TestPhyBackgroundAndSilentModule(t *testing.T) {
 		defer logMu.Unlock()
 		return logBuf.Write(p)
 	})))
-	env := Env{Logger: l, ReadErrors: &Counter{}, Once: NewOnceLogger(l, 64)}
+	env := Env{Logger: l, Families: testFamilies, ReadErrors: &exposition.Counter{}, Once: NewOnceLogger(l, 64)}
 	src := &fakePhy{inner: FilePhy{Dir: "fixtures/phy"}, silent: map[string]bool{"eth3": true}}
 	o := fixtureOptions(t, fixtureSys)
 	o.Phy = PhyOptions{Source: src, ModuleInterval: time.Hour}
@@ -174,7 +175,7 @@ func TestPhyStates(t *testing.T) {
 	o := fixtureOptions(t, fixtureSys)
 	o.Phy.Source = &fakePhy{inner: FilePhy{Dir: t.TempDir()}}
 	c, _ := newTestPhy(t, o)
-	var b Batch
+	var b exposition.Batch
 	if st, _ := classify(c.Update(t.Context(), &b)); st != StateNoHardware {
 		t.Errorf("no FEC, no module: %s", st)
 	}
@@ -220,9 +221,9 @@ func BenchmarkPhyUpdate(b *testing.B) {
 	o := fixtureOptions(b, fixtureSys)
 	o.Phy.Fixtures = "fixtures/phy"
 	c, _ := newTestPhy(b, o)
-	var batch Batch
+	var batch exposition.Batch
 	for b.Loop() {
-		batch.reset()
+		batch.Reset()
 		if err := c.Update(b.Context(), &batch); err != nil {
 			b.Fatal(err)
 		}

@@ -1,6 +1,9 @@
 package collector
 
-import "testing"
+import (
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"testing"
+)
 
 // BenchmarkNumaCollector and BenchmarkTopologyCollector: one scrape of the
 // numa and topology collectors on the bundled fixture (2 NUMA nodes; 8 GPUs,
@@ -17,7 +20,7 @@ func BenchmarkTopologyCollector(b *testing.B) {
 }
 
 func benchUpdate(b *testing.B, c Collector) {
-	var batch Batch
+	var batch exposition.Batch
 	if err := c.Update(b.Context(), &batch); err != nil {
 		b.Fatal(err)
 	}
@@ -25,7 +28,7 @@ func benchUpdate(b *testing.B, c Collector) {
 	b.ResetTimer()
 	cpu0 := cpuNow()
 	for i := 0; i < b.N; i++ {
-		batch.reset()
+		batch.Reset()
 		if err := c.Update(b.Context(), &batch); err != nil {
 			b.Fatal(err)
 		}

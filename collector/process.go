@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -139,11 +140,11 @@ type processCollector struct {
 	cgBuf     []byte
 	envBuf    []byte
 
-	errCount  map[string]*Counter
-	errSeries map[string]*Series
+	errCount  map[string]*exposition.Counter
+	errSeries map[string]*exposition.Series
 
-	selected, candidates                                                                  *Series
-	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, container *Family
+	selected, candidates                                                                  *exposition.Series
+	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, container *exposition.Family
 }
 
 // procCand is the selection cache of one PID of the last listing.
@@ -174,9 +175,9 @@ type procState struct {
 	start                uint64 // starttime: a changed value means the PID was reused
 	comm, selectedBy     string
 
-	info, cpuUser, cpuSys, rss, ctxVol, ctxInv, majflt *Series
+	info, cpuUser, cpuSys, rss, ctxVol, ctxInv, majflt *exposition.Series
 	cpusRaw, memsRaw                                   string
-	allowed, memAllowed                                *Series
+	allowed, memAllowed                                *exposition.Series
 
 	numaAt time.Time
 	numa   []procNuma
@@ -191,24 +192,24 @@ type procState struct {
 	cont     containerRef
 	contName string
 	inCont   bool
-	contInfo *Series
+	contInfo *exposition.Series
 }
 
 type procNuma struct {
 	node string
 	v    float64
-	s    *Series
+	s    *exposition.Series
 }
 
 type envVar struct {
 	name, value string
-	s           *Series
+	s           *exposition.Series
 }
 
 type procVis struct {
 	device, node string
 	ok           bool
-	s            *Series
+	s            *exposition.Series
 }
 
 func newProcessCollector(env Env, o *Options) (Collector, error) {
@@ -237,29 +238,29 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 		reader: newSysReader(), open: openProcFile, openRoot: openRootDir,
 		cands: map[int]*procCand{}, procs: map[int]*procState{}, gpuSet: map[int]bool{},
 		chunk: make([]byte, procChunk), cmdBuf: make([]byte, maxCmdline),
-		errCount: map[string]*Counter{}, errSeries: map[string]*Series{},
-		selected:   NewFamily("fabric_process_selected", "Serving processes reported by the process collector in this scrape (at most --collector.process.max).", g).With(),
-		candidates: NewFamily("fabric_process_candidates", "Processes that matched --collector.process.cmdline or run on a GPU, before the --collector.process.max cap.", g).With(),
-		info: NewFamily("fabric_process_info", "A reported process and why it was selected (cmdline, gpu or both); comm is its name (/proc/PID/comm).",
+		errCount: map[string]*exposition.Counter{}, errSeries: map[string]*exposition.Series{},
+		selected:   env.Families.NewFamily("fabric_process_selected", "Serving processes reported by the process collector in this scrape (at most --collector.process.max).", g).With(),
+		candidates: env.Families.NewFamily("fabric_process_candidates", "Processes that matched --collector.process.cmdline or run on a GPU, before the --collector.process.max cap.", g).With(),
+		info: env.Families.NewFamily("fabric_process_info", "A reported process and why it was selected (cmdline, gpu or both); comm is its name (/proc/PID/comm).",
 			g, "pid", "comm", "selected_by"),
-		cpu:    NewFamily("fabric_process_cpu_seconds_total", "CPU time of the process by mode (user, system), from /proc/PID/stat.", ctr, "pid", "comm", "mode"),
-		rss:    NewFamily("fabric_process_resident_memory_bytes", "Resident memory of the process (VmRSS).", g, "pid", "comm"),
-		ctxSw:  NewFamily("fabric_process_context_switches_total", "Context switches of the process's main thread by kind (voluntary, nonvoluntary).", ctr, "pid", "comm", "kind"),
-		majflt: NewFamily("fabric_process_major_page_faults_total", "Major page faults of the process (page reads from disk).", ctr, "pid", "comm"),
-		numaMem: NewFamily("fabric_process_numa_memory_bytes",
+		cpu:    env.Families.NewFamily("fabric_process_cpu_seconds_total", "CPU time of the process by mode (user, system), from /proc/PID/stat.", ctr, "pid", "comm", "mode"),
+		rss:    env.Families.NewFamily("fabric_process_resident_memory_bytes", "Resident memory of the process (VmRSS).", g, "pid", "comm"),
+		ctxSw:  env.Families.NewFamily("fabric_process_context_switches_total", "Context switches of the process's main thread by kind (voluntary, nonvoluntary).", ctr, "pid", "comm", "kind"),
+		majflt: env.Families.NewFamily("fabric_process_major_page_faults_total", "Major page faults of the process (page reads from disk).", ctr, "pid", "comm"),
+		numaMem: env.Families.NewFamily("fabric_process_numa_memory_bytes",
 			"Memory of the process on each NUMA node: /proc/PID/numa_maps pages times each mapping's kernelpagesize_kB, summed like numastat -p (refreshed at most every --collector.process.numa-maps-interval).",
 			g, "pid", "comm", "numa_node"),
-		allowed: NewFamily("fabric_process_allowed_numa_nodes_info",
+		allowed: env.Families.NewFamily("fabric_process_allowed_numa_nodes_info",
 			"NUMA nodes whose CPUs the process may run on (Cpus_allowed_list against node*/cpulist), comma-separated.", g, "pid", "comm", "nodes"),
-		memAllowed: NewFamily("fabric_process_allowed_memory_numa_nodes_info",
+		memAllowed: env.Families.NewFamily("fabric_process_allowed_memory_numa_nodes_info",
 			"NUMA nodes the process may allocate memory from (Mems_allowed_list, its cpuset).", g, "pid", "comm", "nodes"),
-		nccl: NewFamily("fabric_process_nccl_env_info",
+		nccl: env.Families.NewFamily("fabric_process_nccl_env_info",
 			"An NCCL variable of the process's environment as it was at exec (/proc/PID/environ). Only an allow-list of NCCL variables is read; nothing else of the environment is exported or logged.",
 			g, "pid", "comm", "name", "value"),
-		container: NewFamily("fabric_process_container_info",
+		container: env.Families.NewFamily("fabric_process_container_info",
 			"The container of the process, from /proc/PID/cgroup (re-read every --collector.process.numa-maps-interval): runtime (docker, containerd, cri-o, podman; empty when the cgroup path does not say), the full 64-hex container_id and the Kubernetes pod_uid (empty outside Kubernetes); container_name is the Docker Engine API's name of a docker or podman container with --collector.process.docker-host, empty without it or until known (an empty label is no label in Prometheus). Absent for a process outside any recognised container.",
 			g, "pid", "comm", "runtime", "container_id", "pod_uid", "container_name"),
-		visible: NewFamily("fabric_process_rdma_device_visible",
+		visible: env.Families.NewFamily("fabric_process_rdma_device_visible",
 			"1 if the verbs node of a rail's RDMA device (uverbsN, node=\"\" when the host has none) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0.",
 			g, "pid", "comm", "device", "node"),
 	}
@@ -270,17 +271,17 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 		}
 		c.docker = d
 	}
-	errFam := NewFamily("fabric_process_read_errors_total",
+	errFam := env.Families.NewFamily("fabric_process_read_errors_total",
 		"Reads of /proc/PID files that failed for a reason other than the process having exited: permission denied without root or CAP_SYS_PTRACE, or garbage. Also counted in fabric_scrape_read_errors_total.",
 		ctr, "file")
 	for _, f := range procFiles {
-		c.errCount[f] = &Counter{}
+		c.errCount[f] = &exposition.Counter{}
 		c.errSeries[f] = errFam.With(f)
 	}
 	return c, nil
 }
 
-func (c *processCollector) Update(ctx context.Context, b *Batch) error {
+func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	now := c.now()
 	c.gen++
 	c.pids = c.pids[:0]
@@ -491,7 +492,7 @@ func (c *processCollector) dropProc(pid int) {
 
 // collectProcess adds one process's samples; false when it could not be
 // read (exited, reused PID, unreadable stat).
-func (c *processCollector) collectProcess(sel procSel, now time.Time, devices []string, b *Batch) bool {
+func (c *processCollector) collectProcess(sel procSel, now time.Time, devices []string, b *exposition.Batch) bool {
 	st := c.procs[sel.pid]
 	if st == nil {
 		pidS := strconv.Itoa(sel.pid)
@@ -643,7 +644,7 @@ func (c *processCollector) readCgroup(st *procState) {
 // containerSeries binds a process's container series. container_name is
 // always a label of the family (one family per name in this process), empty
 // without --collector.process.docker-host.
-func (c *processCollector) containerSeries(st *procState) *Series {
+func (c *processCollector) containerSeries(st *procState) *exposition.Series {
 	return c.container.With(st.pidS, st.comm, st.cont.runtime, st.cont.id, st.cont.podUID, st.contName)
 }
 
@@ -668,7 +669,7 @@ func (c *processCollector) Close() {
 }
 
 // addAllowed adds the NUMA nodes a process may run on and allocate from.
-func (c *processCollector) addAllowed(st *procState, s procStatus, b *Batch) {
+func (c *processCollector) addAllowed(st *procState, s procStatus, b *exposition.Batch) {
 	if s.cpusAllowed != nil && len(c.nodes) > 0 {
 		if st.allowed == nil || string(s.cpusAllowed) != st.cpusRaw {
 			st.cpusRaw, st.allowed = string(s.cpusAllowed), nil

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,7 +106,7 @@ func BenchmarkProcessCollector(b *testing.B) {
 			o := processOptions(b, procfs)
 			o.Process.NumaMapsInterval = tc.interval
 			c, errs, clk := newTestProcess(b, o)
-			var batch Batch
+			var batch exposition.Batch
 			if err := c.Update(b.Context(), &batch); err != nil {
 				b.Fatal(err)
 			}
@@ -117,7 +118,7 @@ func BenchmarkProcessCollector(b *testing.B) {
 			cpu0 := cpuNow()
 			for i := 0; i < b.N; i++ {
 				clk.advance(tc.gap)
-				batch.reset()
+				batch.Reset()
 				if err := c.Update(b.Context(), &batch); err != nil {
 					b.Fatal(err)
 				}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,7 +37,7 @@ func processOptions(t testing.TB, procfs string) *Options {
 	return o
 }
 
-func newTestProcess(t testing.TB, o *Options) (*processCollector, *Counter, *fakeClock) {
+func newTestProcess(t testing.TB, o *Options) (*processCollector, *exposition.Counter, *fakeClock) {
 	t.Helper()
 	env, errs := testEnv()
 	c, err := newProcessCollector(env, o)
@@ -181,10 +182,10 @@ func TestProcessFixture(t *testing.T) {
 // samples returns "labels value" lines of the named families after one update.
 func processScrape(t testing.TB, c Collector) (string, error) {
 	t.Helper()
-	var b Batch
+	var b exposition.Batch
 	err := c.Update(t.Context(), &b)
 	var out bytes.Buffer
-	if werr := writeText(&out, []*Batch{&b}); werr != nil {
+	if werr := testFamilies.WriteText(&out, []*exposition.Batch{&b}); werr != nil {
 		t.Fatal(werr)
 	}
 	return out.String(), err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"sort"
@@ -76,7 +77,7 @@ type rdmaCollector struct {
 	filter  Filter
 	buf     [maxAttrSize]byte
 
-	portInfo, portUp, portRate, deviceInfo, lifespan, railInfo, railPresent *Family
+	portInfo, portUp, portRate, deviceInfo, lifespan, railInfo, railPresent *exposition.Family
 }
 
 type ibPort struct {
@@ -88,14 +89,14 @@ type ibPort struct {
 	// listErr is set while a counter directory could not be listed; the
 	// port's counters are then listed again on every scrape.
 	listErr  error
-	up, rate *Series
+	up, rate *exposition.Series
 	// attribute paths read on every scrape
 	statePath, physPath, ratePath string
 }
 
 type ibDevice struct {
 	name, dir string
-	info      *Series // fabric_rdma_device_info
+	info      *exposition.Series // fabric_rdma_device_info
 	ports     []*ibPort
 }
 
@@ -119,18 +120,18 @@ func newRDMACollector(env Env, o *Options) (Collector, error) {
 	c := &rdmaCollector{
 		env: env, opts: o, rails: o.Rails, reader: reader,
 		devices: newClassCache[*ibDevice](o.sysPath("class", "infiniband"), reader), names: map[string]bool{}, filter: filter,
-		portInfo: NewFamily("fabric_rdma_port_info",
+		portInfo: env.Families.NewFamily("fabric_rdma_port_info",
 			"RDMA port metadata: netdev from gid_attrs/ndevs/0 (or the PCI function's net/), link layer (Ethernet = RoCE), state, physical state and the rail it carries (\"\" for none).",
 			gauge, "device", "port", "netdev", "link_layer", "state", "phys_state", "rail"),
-		portUp:   NewFamily("fabric_rdma_port_up", "1 if the RDMA port state is ACTIVE, else 0.", gauge, "device", "port"),
-		portRate: NewFamily("fabric_rdma_port_rate_bytes_per_second", "Link rate of the RDMA port in bytes per second (sysfs rate, e.g. 400 Gb/sec = 5e10).", gauge, "device", "port"),
-		deviceInfo: NewFamily("fabric_rdma_device_info",
+		portUp:   env.Families.NewFamily("fabric_rdma_port_up", "1 if the RDMA port state is ACTIVE, else 0.", gauge, "device", "port"),
+		portRate: env.Families.NewFamily("fabric_rdma_port_rate_bytes_per_second", "Link rate of the RDMA port in bytes per second (sysfs rate, e.g. 400 Gb/sec = 5e10).", gauge, "device", "port"),
+		deviceInfo: env.Families.NewFamily("fabric_rdma_device_info",
 			"RDMA device metadata; numa_node is \"\" when the kernel reports no node (-1).",
 			gauge, "device", "board_id", "fw_ver", "hca_type", "node_guid", "pci_bus_id", "numa_node"),
-		lifespan: NewFamily("fabric_rdma_hw_lifespan_seconds", "How long the kernel caches hw_counters before querying the device again (hw_counters/lifespan, milliseconds in sysfs).", gauge, "device", "port"),
-		railInfo: NewFamily("fabric_rail_info", "A rail: the RDMA port it is and the netdev of that port (\"\" when unresolved).",
+		lifespan: env.Families.NewFamily("fabric_rdma_hw_lifespan_seconds", "How long the kernel caches hw_counters before querying the device again (hw_counters/lifespan, milliseconds in sysfs).", gauge, "device", "port"),
+		railInfo: env.Families.NewFamily("fabric_rail_info", "A rail: the RDMA port it is and the netdev of that port (\"\" when unresolved).",
 			gauge, "rail", "device", "port", "netdev"),
-		railPresent: NewFamily("fabric_rail_device_present", "1 if the RDMA port of the rail exists now, 0 if it disappeared.",
+		railPresent: env.Families.NewFamily("fabric_rail_device_present", "1 if the RDMA port of the rail exists now, 0 if it disappeared.",
 			gauge, "rail", "device", "port"),
 	}
 	return c, nil
@@ -138,7 +139,7 @@ func newRDMACollector(env Env, o *Options) (Collector, error) {
 
 func (c *rdmaCollector) dir() string { return c.opts.sysPath("class", "infiniband") }
 
-func (c *rdmaCollector) Update(ctx context.Context, b *Batch) error {
+func (c *rdmaCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	var rails []Rail
 	if c.rails != nil {
 		rails = c.rails.Current(ctx)
@@ -267,7 +268,7 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port string) ([]counterFile, 
 		if fam == nil {
 			continue
 		}
-		add(fam.name, counterFile{path: filepath.Join(portDir, "counters", f), series: fam.With(dev, port), scale: pc.scale})
+		add(fam.Name(), counterFile{path: filepath.Join(portDir, "counters", f), series: fam.With(dev, port), scale: pc.scale})
 	}
 	ext := list("counters_ext")
 	for _, f := range ext {
@@ -280,13 +281,13 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port string) ([]counterFile, 
 		if fam == nil {
 			continue
 		}
-		add(fam.name, counterFile{path: filepath.Join(portDir, "counters_ext", f), series: fam.With(dev, port), scale: pc.scale})
+		add(fam.Name(), counterFile{path: filepath.Join(portDir, "counters_ext", f), series: fam.With(dev, port), scale: pc.scale})
 	}
 	hw := list("hw_counters")
 	for _, f := range hw {
 		path := filepath.Join(portDir, "hw_counters", f)
 		if f == "lifespan" {
-			add(c.lifespan.name, counterFile{path: path, series: c.lifespan.With(dev, port), scale: 0.001})
+			add(c.lifespan.Name(), counterFile{path: path, series: c.lifespan.With(dev, port), scale: 0.001})
 			continue
 		}
 		s := sanitizeName(f)
@@ -297,7 +298,7 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port string) ([]counterFile, 
 		if fam == nil {
 			continue
 		}
-		add(fam.name, counterFile{path: path, series: fam.With(dev, port), scale: 1})
+		add(fam.Name(), counterFile{path: path, series: fam.With(dev, port), scale: 1})
 	}
 	out := make([]counterFile, 0, len(order))
 	for _, k := range order {
@@ -333,18 +334,18 @@ func (c *rdmaCollector) relist(d *ibDevice, p *ibPort) {
 
 // family returns a {device,port} family named from a kernel file name;
 // nil once this collector made maxDynamicNames of them.
-func (c *rdmaCollector) family(name, help string, typ prometheus.ValueType) *Family {
+func (c *rdmaCollector) family(name, help string, typ prometheus.ValueType) *exposition.Family {
 	if !c.names[name] {
 		if len(c.names) >= maxDynamicNames {
 			return nil
 		}
 		c.names[name] = true
 	}
-	return NewFamily(name, help, typ, "device", "port")
+	return c.env.Families.NewFamily(name, help, typ, "device", "port")
 }
 
 // collectDevice sends one device's metrics; false means the device vanished.
-func (c *rdmaCollector) collectDevice(d *ibDevice, rails []Rail, b *Batch) bool {
+func (c *rdmaCollector) collectDevice(d *ibDevice, rails []Rail, b *exposition.Batch) bool {
 	b.Add(d.info, 1)
 	for _, p := range d.ports {
 		stateID, state, err := c.readState(p.statePath)

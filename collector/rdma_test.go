@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 )
 
-func newTestRDMA(t testing.TB, o *Options) (*rdmaCollector, *Counter) {
+func newTestRDMA(t testing.TB, o *Options) (*rdmaCollector, *exposition.Counter) {
 	t.Helper()
 	env, errs := testEnv()
 	c, err := newRDMACollector(env, o)
@@ -111,7 +112,7 @@ fabric_rail_info{device="mlx5_3",netdev="eth3",port="1",rail="mlx5_3"} 1
 func TestRDMANoInfinibandIsNoData(t *testing.T) {
 	dir := t.TempDir()
 	c, _ := newTestRDMA(t, fixtureOptions(t, dir))
-	err := c.Update(context.Background(), &Batch{})
+	err := c.Update(context.Background(), &exposition.Batch{})
 	if !errors.Is(err, ErrNoData) {
 		t.Fatalf("Update on a host without class/infiniband = %v, want ErrNoData", err)
 	}
@@ -296,12 +297,12 @@ func TestRDMASymlinksConfinedToSysfs(t *testing.T) {
 		fam := c.family("fabric_rdma_hw_"+f+"_total", "h", prometheus.CounterValue)
 		d.ports[0].counters = append(d.ports[0].counters, counterFile{path: filepath.Join(hw, f), series: fam.With("mlx5_9", "1"), scale: 1})
 	}
-	var b Batch
+	var b exposition.Batch
 	if err := c.Update(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	writeText(&buf, []*Batch{&b})
+	testFamilies.WriteText(&buf, []*exposition.Batch{&b})
 	out := buf.String()
 	if strings.Contains(out, "4242") || strings.Contains(out, "escape") {
 		t.Errorf("a value from outside the sysfs root was exported:\n%s", out)
@@ -338,7 +339,7 @@ func TestRDMACounterListingRetried(t *testing.T) {
 
 	var logs bytes.Buffer
 	l := log.NewLogfmtLogger(&logs)
-	env := Env{Logger: l, ReadErrors: &Counter{}, Once: NewOnceLogger(l, 1024)}
+	env := Env{Logger: l, Families: testFamilies, ReadErrors: &exposition.Counter{}, Once: NewOnceLogger(l, 1024)}
 	c, err := newRDMACollector(env, fixtureOptions(t, sys))
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"errors"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"runtime"
 	"sync"
@@ -25,7 +26,7 @@ type SelfMetrics struct {
 	procfs    string
 	start     float64
 	pageSize  float64
-	buildInfo *Series
+	buildInfo *exposition.Series
 	mu        sync.Mutex // guards fds, fdsAt, net, netAt, netBuf
 	fds       float64
 	fdsAt     time.Time
@@ -35,25 +36,27 @@ type SelfMetrics struct {
 	netOK     bool
 	netBuf    []byte
 
-	cpu, rss, vsz, vszMax, startTime, openFDs, maxFDs, rx, tx *Series
+	cpu, rss, vsz, vszMax, startTime, openFDs, maxFDs, rx, tx *exposition.Series
 	goMetrics                                                 *goMetrics
 	// Handler, when set, adds the metrics handler's promhttp_* series.
 	Handler *HandlerMetrics
 }
 
-// NewSelfMetrics returns the self-metrics writer; procfs is the proc mount
-// of this process (normally /proc).
-func NewSelfMetrics(procfs string) *SelfMetrics {
+// NewSelfMetrics returns the self-metrics writer, its families declared in
+// r; procfs is the proc mount of this process (normally /proc).
+func NewSelfMetrics(r *exposition.Registry, procfs string) *SelfMetrics {
 	g := prometheus.GaugeValue
 	c := prometheus.CounterValue
-	one := func(name, help string, typ prometheus.ValueType) *Series { return NewFamily(name, help, typ).With() }
+	one := func(name, help string, typ prometheus.ValueType) *exposition.Series {
+		return r.NewFamily(name, help, typ).With()
+	}
 	s := &SelfMetrics{
 		reader:    newSysReader(),
 		procfs:    procfs,
 		start:     float64(time.Now().UnixNano()) / 1e9,
 		pageSize:  float64(os.Getpagesize()),
 		netBuf:    make([]byte, 64<<10),
-		goMetrics: newGoMetrics(),
+		goMetrics: newGoMetrics(r),
 		cpu:       one("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", c),
 		rss:       one("process_resident_memory_bytes", "Resident memory size in bytes.", g),
 		vsz:       one("process_virtual_memory_bytes", "Virtual memory size in bytes.", g),
@@ -64,7 +67,7 @@ func NewSelfMetrics(procfs string) *SelfMetrics {
 		rx:        one("process_network_receive_bytes_total", "Number of bytes received by the process over the network (all interfaces of its network namespace, /proc/self/net/dev; re-read at most every 15 s).", c),
 		tx:        one("process_network_transmit_bytes_total", "Number of bytes sent by the process over the network (all interfaces of its network namespace, /proc/self/net/dev; re-read at most every 15 s).", c),
 	}
-	bi := NewFamily("fabric_exporter_build_info",
+	bi := r.NewFamily("fabric_exporter_build_info",
 		"A metric with a constant '1' value labeled by version, revision, branch, goversion from which fabric_exporter was built, and the goos and goarch for the build.",
 		g, "version", "revision", "branch", "goversion", "goos", "goarch", "tags")
 	rev, tags := version.GetRevision(), version.GetTags()
@@ -76,7 +79,7 @@ func NewSelfMetrics(procfs string) *SelfMetrics {
 const fdCountInterval = 15 * time.Second
 
 // Add adds the current values to b.
-func (s *SelfMetrics) Add(b *Batch) {
+func (s *SelfMetrics) Add(b *exposition.Batch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b.Add(s.buildInfo, 1)

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -22,15 +23,15 @@ import (
 type goMetrics struct {
 	rm     []metrics.Sample
 	idx    map[string]int
-	info   *Series
+	info   *exposition.Series
 	series []goSeries
-	thread *Series
+	thread *exposition.Series
 	gc     *gcStats
 }
 
 // goSeries is one go_* series: the sum of some runtime/metrics samples.
 type goSeries struct {
-	s    *Series
+	s    *exposition.Series
 	from []int
 }
 
@@ -68,10 +69,10 @@ var goDefs = []struct {
 	{"go_sched_gomaxprocs_threads", "The current runtime.GOMAXPROCS setting, or the number of operating system threads that can execute user-level Go code simultaneously. Sourced from /sched/gomaxprocs:threads.", prometheus.GaugeValue, []string{"/sched/gomaxprocs:threads"}},
 }
 
-func newGoMetrics() *goMetrics {
+func newGoMetrics(r *exposition.Registry) *goMetrics {
 	g := &goMetrics{idx: map[string]int{}}
 	for _, d := range goDefs {
-		gs := goSeries{s: NewFamily(d.name, d.help, d.typ).With()}
+		gs := goSeries{s: r.NewFamily(d.name, d.help, d.typ).With()}
 		for _, name := range d.from {
 			i, ok := g.idx[name]
 			if !ok {
@@ -83,14 +84,14 @@ func newGoMetrics() *goMetrics {
 		}
 		g.series = append(g.series, gs)
 	}
-	g.info = NewFamily("go_info", "Information about the Go environment.", prometheus.GaugeValue, "version").With(runtime.Version())
-	g.thread = NewFamily("go_threads", "Number of OS threads created.", prometheus.GaugeValue).With()
-	g.gc = newGCStats()
+	g.info = r.NewFamily("go_info", "Information about the Go environment.", prometheus.GaugeValue, "version").With(runtime.Version())
+	g.thread = r.NewFamily("go_threads", "Number of OS threads created.", prometheus.GaugeValue).With()
+	g.gc = newGCStats(r)
 	return g
 }
 
 // add reads the samples and adds the series; the caller serialises calls.
-func (g *goMetrics) add(b *Batch) {
+func (g *goMetrics) add(b *exposition.Batch) {
 	metrics.Read(g.rm)
 	for _, s := range g.series {
 		sum, ok := 0.0, true
@@ -123,20 +124,20 @@ type HandlerMetrics struct {
 	mu       sync.Mutex
 	codes    map[int]*handlerCode
 	order    []*handlerCode
-	flight   *Series
+	flight   *exposition.Series
+	requests *exposition.Family
 }
 
 type handlerCode struct {
 	n atomic.Uint64
-	s *Series
+	s *exposition.Series
 }
 
-var handlerRequests = NewFamily("promhttp_metric_handler_requests_total", "Total number of scrapes by HTTP status code.", prometheus.CounterValue, "code")
-
-// NewHandlerMetrics returns the counters.
-func NewHandlerMetrics() *HandlerMetrics {
+// NewHandlerMetrics returns the counters, their families declared in r.
+func NewHandlerMetrics(r *exposition.Registry) *HandlerMetrics {
 	h := &HandlerMetrics{codes: map[int]*handlerCode{},
-		flight: NewFamily("promhttp_metric_handler_requests_in_flight", "Current number of scrapes being served.", prometheus.GaugeValue).With()}
+		requests: r.NewFamily("promhttp_metric_handler_requests_total", "Total number of scrapes by HTTP status code.", prometheus.CounterValue, "code"),
+		flight:   r.NewFamily("promhttp_metric_handler_requests_in_flight", "Current number of scrapes being served.", prometheus.GaugeValue).With()}
 	for _, c := range []int{200, 500, 503} {
 		h.code(c)
 	}
@@ -151,7 +152,7 @@ func (h *HandlerMetrics) code(c int) *handlerCode {
 		if len(h.codes) >= 64 { // bound the series
 			return nil
 		}
-		hc = &handlerCode{s: handlerRequests.With(strconv.Itoa(c))}
+		hc = &handlerCode{s: h.requests.With(strconv.Itoa(c))}
 		h.codes[c] = hc
 		h.order = append(h.order, hc)
 	}
@@ -169,7 +170,7 @@ func (h *HandlerMetrics) End(code int) {
 	}
 }
 
-func (h *HandlerMetrics) add(b *Batch) {
+func (h *HandlerMetrics) add(b *exposition.Batch) {
 	b.Add(h.flight, float64(h.inFlight.Load()))
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -183,24 +184,24 @@ func (h *HandlerMetrics) add(b *Batch) {
 // debug.ReadGCStats) and go_memstats_last_gc_time_seconds.
 type gcStats struct {
 	stats      debug.GCStats
-	quantiles  [5]*Series
-	sum, count *Series
-	last       *Series
+	quantiles  [5]*exposition.Series
+	sum, count *exposition.Series
+	last       *exposition.Series
 }
 
-func newGCStats() *gcStats {
+func newGCStats(r *exposition.Registry) *gcStats {
 	g := &gcStats{stats: debug.GCStats{PauseQuantiles: make([]time.Duration, 5)}}
-	f := NewSummaryFamily("go_gc_duration_seconds", "A summary of the wall-time pause (stop-the-world) duration in garbage collection cycles.")
+	f := r.NewSummaryFamily("go_gc_duration_seconds", "A summary of the wall-time pause (stop-the-world) duration in garbage collection cycles.")
 	for i, q := range []string{"0", "0.25", "0.5", "0.75", "1"} {
 		g.quantiles[i] = f.With(q)
 	}
 	g.sum, g.count = f.Sum(), f.Count()
-	g.last = NewFamily("go_memstats_last_gc_time_seconds", "Number of seconds since 1970 of last garbage collection.", prometheus.GaugeValue).With()
+	g.last = r.NewFamily("go_memstats_last_gc_time_seconds", "Number of seconds since 1970 of last garbage collection.", prometheus.GaugeValue).With()
 	return g
 }
 
 // add reads the GC statistics; the caller serialises calls.
-func (g *gcStats) add(b *Batch) {
+func (g *gcStats) add(b *exposition.Batch) {
 	debug.ReadGCStats(&g.stats)
 	for i, s := range g.quantiles {
 		b.Add(s, g.stats.PauseQuantiles[i].Seconds())

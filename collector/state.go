@@ -3,6 +3,7 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"sync"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // State is what a collector could do in its latest update
@@ -148,21 +148,18 @@ func checkProcfs(root string) error {
 	return nil
 }
 
-var collectorState = NewFamily("fabric_collector_state_info",
-	"The state of each enabled collector in this scrape (ok, not_configured, no_hardware, source_missing, failed) and why (\"\" when ok).",
-	prometheus.GaugeValue, "collector", "state", "reason")
-
 // stateTracker remembers a collector's latest state, logs its changes and
 // caches the state series.
 type stateTracker struct {
 	name   string
 	logger log.Logger
+	family *exposition.Family // fabric_collector_state_info
 
 	mu     sync.Mutex
 	state  State
 	reason string
 	known  bool // a state was recorded
-	series *Series
+	series *exposition.Series
 	failed map[string]bool // failed reasons already logged
 }
 
@@ -175,7 +172,7 @@ type CollectorState struct {
 
 // record sets the state from an Update error, logs a change and returns
 // the state series.
-func (t *stateTracker) record(err error) (*Series, State) {
+func (t *stateTracker) record(err error) (*exposition.Series, State) {
 	st, reason := classify(err)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -184,7 +181,7 @@ func (t *stateTracker) record(err error) (*Series, State) {
 	}
 	prev, had := t.state, t.known
 	t.state, t.reason, t.known = st, reason, true
-	t.series = collectorState.With(t.name, string(st), reason)
+	t.series = t.family.With(t.name, string(st), reason)
 	kv := []any{"msg", "collector state", "state", string(st)}
 	if reason != "" {
 		kv = append(kv, "reason", reason)

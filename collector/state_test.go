@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"strings"
@@ -274,7 +275,7 @@ func waitState(t *testing.T, e *Exporter, state string) {
 // slowCollector blocks until its context ends or release is closed.
 type slowCollector struct{ release chan struct{} }
 
-func (s slowCollector) Update(ctx context.Context, b *Batch) error {
+func (s slowCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	b.AddWith(stubFamily, 1, "slow")
 	select {
 	case <-ctx.Done():
@@ -287,7 +288,7 @@ func (s slowCollector) Update(ctx context.Context, b *Batch) error {
 // ignoringCollector overruns and ignores its context.
 type ignoringCollector struct{ release chan struct{} }
 
-func (s ignoringCollector) Update(_ context.Context, b *Batch) error {
+func (s ignoringCollector) Update(_ context.Context, b *exposition.Batch) error {
 	<-s.release
 	b.AddWith(stubFamily, 1, "late")
 	return nil
@@ -298,14 +299,12 @@ func (s ignoringCollector) Update(_ context.Context, b *Batch) error {
 // produced, and the collector is ok again once it is fast.
 func TestScrapeTimeout(t *testing.T) {
 	release := make(chan struct{})
-	e := &Exporter{logger: log.NewNopLogger(), timeout: 100 * time.Millisecond}
+	e := newTestExporter(100 * time.Millisecond)
 	var logs syncBuffer
 	l := log.NewLogfmtLogger(&logs)
-	e.collectors = []*namedCollector{
-		newNamedCollector("good", stubCollector{name: "good"}, l),
-		newNamedCollector("ignoring", ignoringCollector{release}, l),
-		newNamedCollector("slow", slowCollector{release}, l),
-	}
+	e.add("good", stubCollector{name: "good"}, l)
+	e.add("ignoring", ignoringCollector{release}, l)
+	e.add("slow", slowCollector{release}, l)
 	begin := time.Now()
 	states := scrapeStates(t, e)
 	if d := time.Since(begin); d > 5*time.Second {
@@ -372,7 +371,7 @@ func TestSelfMetricsSummaryBothPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.SetSelfMetrics(NewSelfMetrics("/proc"))
+	e.SetSelfMetrics(NewSelfMetrics(e.Families(), "/proc"))
 	var buf bytes.Buffer
 	if err := e.WriteText(&buf); err != nil {
 		t.Fatal(err)
@@ -411,7 +410,7 @@ func TestCollectorsHonourContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]Collector{"process": pc, "rdma": rc} {
-		var b Batch
+		var b exposition.Batch
 		if err := c.Update(ctx, &b); !errors.Is(err, context.Canceled) {
 			t.Errorf("%s: Update with an ended context = %v, want context.Canceled", name, err)
 		}

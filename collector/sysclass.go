@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 )
@@ -8,7 +9,7 @@ import (
 // counterFile is one sysfs counter file and the series it feeds.
 type counterFile struct {
 	path   string
-	series *Series
+	series *exposition.Series
 	scale  float64
 }
 
@@ -76,7 +77,7 @@ func (c *classCache[T]) has(name string) bool {
 
 // addCounters reads counter files into b and returns how many of them are
 // gone (their device went away). Unreadable values are skipped.
-func addCounters(env Env, r *sysReader, buf []byte, ctrs []counterFile, b *Batch) (gone int) {
+func addCounters(env Env, r *sysReader, buf []byte, ctrs []counterFile, b *exposition.Batch) (gone int) {
 	for _, ctr := range ctrs {
 		raw, err := r.read(ctr.path, buf)
 		if err != nil {

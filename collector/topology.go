@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"sort"
@@ -92,9 +93,9 @@ type topologyCollector struct {
 	dirs   [3]string // bus/pci/devices, class/infiniband, class/net
 	sig    uint64
 	built  bool
-	series []*Series
+	series []*exposition.Series
 
-	deviceInfo, pathInfo, gpuPathInfo *Family
+	deviceInfo, pathInfo, gpuPathInfo *exposition.Family
 }
 
 func newTopologyCollector(env Env, o *Options) (Collector, error) {
@@ -102,19 +103,19 @@ func newTopologyCollector(env Env, o *Options) (Collector, error) {
 	return &topologyCollector{
 		env: env, sysfs: o.SysfsPath,
 		dirs: [3]string{o.sysPath("bus", "pci", "devices"), o.sysPath("class", "infiniband"), o.sysPath("class", "net")},
-		deviceInfo: NewFamily("fabric_pci_device_info",
+		deviceInfo: env.Families.NewFamily("fabric_pci_device_info",
 			"A GPU (PCI vendor 0x10de, display or 3D class; name is its index in PCI bus order, as nvidia-smi numbers GPUs), RDMA device or PCI network interface, with its PCI function, NUMA node (\"\" when unknown) and local CPUs.",
 			g, "kind", "name", "pci_bus_id", "numa_node", "local_cpulist"),
-		pathInfo: NewFamily("fabric_topology_path_info",
+		pathInfo: env.Families.NewFamily("fabric_topology_path_info",
 			"PCIe path class between a GPU and an RDMA device, as nvidia-smi topo -m prints it: PIX (one PCIe switch), PXB (several switches), PHB (through a host bridge), NODE (host bridges of one NUMA node), SYS (across NUMA nodes).",
 			g, "gpu", "device", "path"),
-		gpuPathInfo: NewFamily("fabric_topology_gpu_path_info",
+		gpuPathInfo: env.Families.NewFamily("fabric_topology_gpu_path_info",
 			"PCIe path class between two GPUs (PIX, PXB, PHB, NODE, SYS; NVLink is not visible in sysfs).",
 			g, "gpu", "peer_gpu", "path"),
 	}, nil
 }
 
-func (c *topologyCollector) Update(ctx context.Context, b *Batch) error {
+func (c *topologyCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	sig, found := uint64(14695981039346656037), 0
 	for _, d := range c.dirs {
 		var err error

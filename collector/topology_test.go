@@ -3,6 +3,7 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,7 +11,7 @@ import (
 	"testing"
 )
 
-func newTestTopology(t testing.TB, sysfs string) (*topologyCollector, *Counter) {
+func newTestTopology(t testing.TB, sysfs string) (*topologyCollector, *exposition.Counter) {
 	t.Helper()
 	env, errs := testEnv()
 	c, err := newTopologyCollector(env, &Options{SysfsPath: sysfs})
@@ -22,16 +23,16 @@ func newTestTopology(t testing.TB, sysfs string) (*topologyCollector, *Counter) 
 
 // topoScrape runs one update and returns the samples of a family as
 // "label=value,..." strings (labels in declaration order) in output order.
-func topoScrape(t testing.TB, c Collector, fam *Family) []string {
+func topoScrape(t testing.TB, c Collector, fam *exposition.Family) []string {
 	t.Helper()
-	var b Batch
+	var b exposition.Batch
 	if err := c.Update(t.Context(), &b); err != nil {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, s := range b.samples {
-		if s.s.fam == fam {
-			out = append(out, strings.Join(s.s.values, ","))
+	for _, s := range samplesOf(b) {
+		if s.s.Family() == fam {
+			out = append(out, strings.Join(s.s.Values(), ","))
 		}
 	}
 	return out
@@ -40,14 +41,14 @@ func topoScrape(t testing.TB, c Collector, fam *Family) []string {
 // topoMatrix returns path classes keyed "gpu/device" and "gpu/gpu:peer".
 func topoMatrix(t testing.TB, c *topologyCollector) map[string]string {
 	t.Helper()
-	var b Batch
+	var b exposition.Batch
 	if err := c.Update(t.Context(), &b); err != nil {
 		t.Fatal(err)
 	}
 	m := map[string]string{}
-	for _, s := range b.samples {
-		v := s.s.values
-		switch s.s.fam {
+	for _, s := range samplesOf(b) {
+		v := s.s.Values()
+		switch s.s.Family() {
 		case c.pathInfo:
 			m[v[0]+"/"+v[1]] = v[2]
 		case c.gpuPathInfo:
@@ -344,7 +345,7 @@ func TestTopologyChanges(t *testing.T) {
 
 func TestTopologyAbsent(t *testing.T) {
 	c, _ := newTestTopology(t, t.TempDir())
-	var b Batch
+	var b exposition.Batch
 	if err := c.Update(t.Context(), &b); !errors.Is(err, ErrNoData) || b.Len() != 0 {
 		t.Errorf("empty sysfs: %v, %d samples; want ErrNoData", err, b.Len())
 	}

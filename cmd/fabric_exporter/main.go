@@ -178,8 +178,8 @@ func newMux(exp *collector.Exporter, opts *collector.Options, metricsPath string
 		// Process, Go and handler metrics under client_golang's names,
 		// written by the exporter: client_golang's collectors cost several
 		// times more per scrape (BenchmarkSelfMetrics).
-		self := collector.NewSelfMetrics("/proc")
-		self.Handler = collector.NewHandlerMetrics()
+		self := collector.NewSelfMetrics(exp.Families(), "/proc")
+		self.Handler = collector.NewHandlerMetrics(exp.Families())
 		exp.SetSelfMetrics(self)
 		handler = instrument(self.Handler, handler)
 	}

@@ -1,8 +1,20 @@
-package collector
+// Package exposition holds metric families, series and batches, and writes
+// them in the Prometheus text format.
+//
+// A collector declares its metric families once in a Registry, binds label
+// values to a Series once per device (the series caches its rendered name
+// and labels), and on each scrape adds (series, value) samples to a Batch.
+// The exporter then writes the batches straight to the text exposition
+// format (Registry.WriteText), or turns them into client_golang const
+// metrics (Batch.Collect) for tests and embedding. Both outputs come from
+// the same samples; the collector package's agreement test checks that
+// they parse to the same families for every collector.
+package exposition
 
 import (
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"sort"
 	"strconv"
@@ -13,16 +25,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// Metric families, series and batches.
-//
-// A collector declares its metric families once, binds label values to a
-// Series once per device (the series caches its rendered name and labels),
-// and on each scrape adds (series, value) samples to a Batch. The Exporter
-// then writes the batches straight to the text exposition format, or turns
-// them into client_golang const metrics (Collect) for tests and embedding.
-// Both outputs come from the same samples; TestTextMatchesClientGolang
-// checks that they parse to the same families.
 
 // Family is one metric family: name, help, type and label names.
 type Family struct {
@@ -38,11 +40,14 @@ type Family struct {
 // Name returns the family's metric name.
 func (f *Family) Name() string { return f.name }
 
-// maxFamilies bounds the number of distinct families the process creates
+// maxFamilies bounds the number of distinct families a registry holds
 // (hw_counters names come from firmware and are not a fixed list).
 const maxFamilies = 4096
 
-type familyRegistry struct {
+// Registry is the set of families of one exporter: it deduplicates
+// declarations and orders families by name for writing. It is safe for
+// concurrent use.
+type Registry struct {
 	mu     sync.Mutex
 	byName map[string]*Family
 	order  atomic.Pointer[familyOrder] // families sorted by name, for writing
@@ -53,17 +58,17 @@ type familyOrder struct {
 	n    int
 }
 
-var families = func() *familyRegistry {
-	r := &familyRegistry{byName: map[string]*Family{}}
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	r := &Registry{byName: map[string]*Family{}}
 	r.order.Store(&familyOrder{rank: map[*Family]int{}})
 	return r
-}()
+}
 
 // NewFamily returns the family of that name, creating it on first use. A
 // second declaration must match the first (a programming error otherwise).
 // It returns nil once maxFamilies distinct families exist.
-func NewFamily(name, help string, typ prometheus.ValueType, labels ...string) *Family {
-	r := families
+func (r *Registry) NewFamily(name, help string, typ prometheus.ValueType, labels ...string) *Family {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if f, ok := r.byName[name]; ok {
@@ -106,13 +111,13 @@ func NewFamily(name, help string, typ prometheus.ValueType, labels ...string) *F
 // NewSummaryFamily returns a summary family (label quantile) for values
 // computed elsewhere (go_gc_duration_seconds): bind its quantile series
 // with With, its _sum and _count series with Sum and Count.
-func NewSummaryFamily(name, help string) *Family {
-	f := NewFamily(name, help, prometheus.UntypedValue, "quantile")
+func (r *Registry) NewSummaryFamily(name, help string) *Family {
+	f := r.NewFamily(name, help, prometheus.UntypedValue, "quantile")
 	if f != nil && !f.summary {
-		families.mu.Lock()
+		r.mu.Lock()
 		f.summary = true
 		f.header = fmt.Appendf(nil, "# HELP %s %s\n# TYPE %s summary\n", name, escapeHelp(help), name)
-		families.mu.Unlock()
+		r.mu.Unlock()
 	}
 	return f
 }
@@ -212,7 +217,11 @@ func (b *Batch) AddWith(f *Family, v float64, values ...string) {
 // Len returns the number of samples.
 func (b *Batch) Len() int { return len(b.samples) }
 
-func (b *Batch) reset() { b.samples = b.samples[:0] }
+// Reset empties the batch for reuse, keeping its buffer.
+func (b *Batch) Reset() { b.samples = b.samples[:0] }
+
+// Cap returns how many samples the batch holds without growing.
+func (b *Batch) Cap() int { return cap(b.samples) }
 
 // textScratch is the reusable working memory of writeText.
 type textScratch struct {
@@ -223,9 +232,10 @@ type textScratch struct {
 
 var scratchPool = sync.Pool{New: func() any { return &textScratch{buf: make([]byte, 0, 64<<10)} }}
 
-// writeText writes samples grouped by family (families in name order,
-// series in the order they were added) in the Prometheus text format 0.0.4.
-func writeText(w io.Writer, batches []*Batch) error {
+// WriteText writes the batches' samples grouped by family (families in
+// name order, series in the order they were added) in the Prometheus text
+// format 0.0.4. Every family must come from r.
+func (r *Registry) WriteText(w io.Writer, batches []*Batch) error {
 	sc := scratchPool.Get().(*textScratch)
 	defer scratchPool.Put(sc)
 	var order *familyOrder
@@ -234,7 +244,7 @@ func writeText(w io.Writer, batches []*Batch) error {
 		n += len(b.samples)
 	}
 	for {
-		order = families.order.Load()
+		order = r.order.Load()
 		sc.counts = resize(sc.counts, order.n+1)
 		clear(sc.counts)
 		sc.ranks = sc.ranks[:0]
@@ -336,9 +346,9 @@ func escapeHelp(h string) string {
 	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(h)
 }
 
-// constMetrics turns samples into client_golang const metrics; the samples
-// of a summary family become one const summary.
-func constMetrics(b *Batch, ch chan<- prometheus.Metric) {
+// Collect sends the batch's samples as client_golang const metrics; the
+// samples of a summary family become one const summary.
+func (b *Batch) Collect(ch chan<- prometheus.Metric) {
 	type acc struct {
 		q     map[float64]float64
 		sum   float64
@@ -383,3 +393,24 @@ func (c *Counter) Inc() { c.v.Add(1) }
 
 // Value returns the count.
 func (c *Counter) Value() float64 { return float64(c.v.Load()) }
+
+// Family returns the series' family.
+func (s *Series) Family() *Family { return s.fam }
+
+// Values returns the series' label values, in the family's label order.
+// The slice must not be modified.
+func (s *Series) Values() []string { return s.values }
+
+// All yields the batch's samples in the order they were added.
+func (b *Batch) All() iter.Seq2[*Series, float64] {
+	return func(yield func(*Series, float64) bool) {
+		for _, s := range b.samples {
+			if !yield(s.s, s.v) {
+				return
+			}
+		}
+	}
+}
+
+// MaxLabelValue is the longest label value a series keeps, in bytes.
+const MaxLabelValue = maxLabelValue
