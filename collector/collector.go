@@ -3,11 +3,13 @@
 package collector
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -45,6 +47,23 @@ type Env struct {
 	ReadErrors *exposition.Counter
 	// Once logs a message once per key until the key is cleared.
 	Once *OnceLogger
+
+	// GPUs is the gpu collector's view of the host's GPUs, for the
+	// collectors that consume it (process selects the PIDs on the GPUs,
+	// kubernetes joins the kubelet's device IDs to the gpu label); nil
+	// when the gpu collector is not enabled. NewExporter wires it.
+	GPUs GPUInventory
+}
+
+// GPUInventory is what the gpu collector produces for other collectors.
+// Its methods may be called once per scrape, concurrently with other
+// collectors, and return quickly (cached, nil without a GPU source).
+type GPUInventory interface {
+	// PIDs returns the PIDs of the compute processes on the host's GPUs,
+	// in the PID namespace of --path.procfs (the host's, with hostPID).
+	PIDs(ctx context.Context) []int
+	// Devices returns the GPUs' index and UUID as last seen.
+	Devices(ctx context.Context) []GPUDevice
 }
 
 // Spec is one row of the collector table.
@@ -60,9 +79,8 @@ type Spec struct {
 	New func(env Env, o *Options) (Collector, error)
 }
 
-// Specs is the table of all collectors, sorted by name. cmd/fabric_exporter
-// generates --[no-]collector.<name> flags from it.
-var Specs = []Spec{
+// specs is the table of all collectors, sorted by name.
+var specs = [...]Spec{
 	{Name: "gpu", Default: true, Help: "GPU activity (DCGM profiling fields 1001-1005, 1009, 1010, or NVML GPM), inventory, compute processes and NVLink state, errors and traffic (NVML).", Flags: gpuFlags, New: newGPUCollector},
 	{Name: "kubernetes", Default: true, Help: "Kubernetes device allocation from the kubelet's pod-resources API (--collector.kubernetes.pod-resources-socket): devices (GPUs, RDMA) per pod and container, allocatable devices, GPUs per pod. Without the socket it reports no data.", Flags: kubernetesFlags, New: newKubernetesCollector},
 	{Name: "nccl", Default: true, Help: "NCCL INFO logs (--collector.nccl.log-path): the network and transports each NCCL process uses (IB/RoCE with GPU Direct RDMA or the TCP socket fallback), its devices, version and warnings. Without a log path it reports no data.", Flags: ncclFlags, New: newNCCLCollector},
@@ -77,9 +95,13 @@ var Specs = []Spec{
 	{Name: "topology", Default: true, Help: "GPUs, RDMA devices and PCI NICs in the sysfs PCI tree, and the nvidia-smi path class (PIX/PXB/PHB/NODE/SYS) between each GPU and RDMA device and between GPUs.", New: newTopologyCollector},
 }
 
+// Specs returns the table of all collectors, sorted by name (a copy).
+// cmd/fabric_exporter generates --[no-]collector.<name> flags from it.
+func Specs() []Spec { return slices.Clone(specs[:]) }
+
 // SpecByName returns the table row of a collector.
 func SpecByName(name string) (Spec, bool) {
-	for _, s := range Specs {
+	for _, s := range specs {
 		if s.Name == name {
 			return s, true
 		}
@@ -160,22 +182,60 @@ func NewExporter(enabled []string, o *Options, logger log.Logger) (*Exporter, er
 	fams := newExporterFamilies(e.families)
 	names := append([]string(nil), enabled...)
 	sort.Strings(names)
-	for _, name := range names {
+	// Producers before consumers: the gpu collector is built first and its
+	// GPU inventory handed to every other collector (Env.GPUs); this is the
+	// only dependency between collectors, and it does not rest on the
+	// order of their names.
+	var gpus GPUInventory
+	built := make(map[string]*namedCollector, len(names))
+	order := slices.Clone(names)
+	slices.SortStableFunc(order, func(a, b string) int {
+		return cmp.Compare(b2i(!slices.Contains(producers, a)), b2i(!slices.Contains(producers, b)))
+	})
+	for _, name := range order {
 		spec, ok := SpecByName(name)
 		if !ok {
 			return nil, fmt.Errorf("unknown collector %q", name)
 		}
 		l := log.With(logger, "collector", name)
 		nc := newNamedCollector(name, nil, l, fams)
-		env := Env{Logger: l, Families: e.families, ReadErrors: nc.readErrors, Once: NewOnceLogger(l, 1024)}
+		env := Env{Logger: l, Families: e.families, ReadErrors: nc.readErrors, Once: NewOnceLogger(l, 1024), GPUs: gpus}
 		c, err := spec.New(env, o)
 		if err != nil {
+			e.closeBuilt(built)
 			return nil, fmt.Errorf("collector %s: %w", name, err)
 		}
 		nc.c = c
-		e.collectors = append(e.collectors, nc)
+		built[name] = nc
+		if inv, ok := c.(GPUInventory); ok && name == "gpu" {
+			gpus = inv
+		}
+	}
+	for _, name := range names { // scrape order: by name
+		e.collectors = append(e.collectors, built[name])
 	}
 	return e, nil
+}
+
+// producers are the collectors whose output other collectors consume
+// (Env.GPUs); NewExporter builds them first.
+var producers = []string{"gpu"}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// closeBuilt stops the background work of collectors built before a later
+// constructor failed.
+func (e *Exporter) closeBuilt(built map[string]*namedCollector) {
+	for _, nc := range built {
+		if cl, ok := nc.c.(interface{ Close() }); ok {
+			cl.Close()
+		}
+	}
 }
 
 // Names lists the enabled collectors.

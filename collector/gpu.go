@@ -120,15 +120,6 @@ func newGPUCollector(env Env, o *Options) (Collector, error) {
 		c.fields[f] = env.Families.NewFamily(d[0], d[1], gg, "gpu", "uuid")
 	}
 	c.connect(time.Now())
-	// The process collector selects the GPUs' compute processes through
-	// this hook; NewExporter builds collectors in name order, so gpu is set
-	// up before process.
-	if o.GPUPIDs == nil {
-		o.GPUPIDs = c.PIDs
-	}
-	if o.GPUDevices == nil {
-		o.GPUDevices = c.Devices
-	}
 	return c, nil
 }
 

@@ -5,10 +5,14 @@ import (
 	"errors"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/go-kit/log"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -282,19 +286,49 @@ func TestGPUH200Capture(t *testing.T) {
 	}
 }
 
-// The process collector gets the GPUs' compute PIDs through Options.GPUPIDs.
-func TestGPUPIDsHook(t *testing.T) {
+// NewExporter hands the gpu collector's inventory to the process and
+// kubernetes collectors, whatever the order the collectors are named in.
+func TestGPUInventoryWiring(t *testing.T) {
 	d := dev(0, "GPU-a")
 	d.PIDs = []uint32{41872, 41873}
-	o := fixtureOptions(t, fixtureSys)
+	o := processOptions(t, fixtureProc)
+	o.Kubernetes.PodResourcesSocket = filepath.Join(t.TempDir(), "none.sock")
 	o.GPU.Backend = func(gpu.Options) (gpu.Backend, error) {
 		return &fakeGPU{snap: gpu.Snapshot{Source: "nvml", Interval: time.Second, Devices: []gpu.Device{d}}}, nil
 	}
-	newTestGPU(t, o)
-	if o.GPUPIDs == nil {
-		t.Fatal("GPUPIDs hook not set")
+	e, err := NewExporter([]string{"process", "kubernetes", "gpu"}, o, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := o.GPUPIDs(context.Background()); len(got) != 2 || got[0] != 41872 {
-		t.Errorf("GPUPIDs = %v", got)
+	t.Cleanup(e.Close)
+	byName := map[string]Collector{}
+	for _, nc := range e.collectors {
+		byName[nc.name] = nc.c
+	}
+	p := byName["process"].(*processCollector)
+	if p.gpuPIDs == nil {
+		t.Fatal("process collector has no GPU PIDs")
+	}
+	if got := p.gpuPIDs(context.Background()); len(got) != 2 || got[0] != 41872 {
+		t.Errorf("GPU PIDs = %v", got)
+	}
+	k := byName["kubernetes"].(*kubernetesCollector)
+	if k.gpus == nil {
+		t.Fatal("kubernetes collector has no GPU devices")
+	}
+	if got := k.gpus(context.Background()); len(got) != 1 || got[0].UUID != "GPU-a" {
+		t.Errorf("GPU devices = %v", got)
+	}
+	if names := e.Names(); !slices.Equal(names, []string{"gpu", "kubernetes", "process"}) {
+		t.Errorf("scrape order %v", names)
+	}
+	// Without the gpu collector, the consumers get no inventory.
+	e2, err := NewExporter([]string{"process"}, o, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e2.Close)
+	if e2.collectors[0].c.(*processCollector).gpuPIDs != nil {
+		t.Error("process collector has GPU PIDs without the gpu collector")
 	}
 }

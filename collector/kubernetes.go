@@ -103,7 +103,7 @@ func newKubernetesCollector(env Env, o *Options) (Collector, error) {
 	g := prometheus.GaugeValue
 	c := &kubernetesCollector{
 		env: env, socket: k.PodResourcesSocket, refresh: k.Refresh, timeout: k.Refresh / 2,
-		gpus: o.GPUDevices, now: time.Now, dial: dialUnix,
+		gpus: gpuDevices(env.GPUs), now: time.Now, dial: dialUnix,
 		kick: make(chan struct{}, 1), done: make(chan struct{}),
 		podDevice: env.Families.NewFamily("fabric_kubernetes_pod_device_info",
 			"A device the kubelet allocated to a pod's container (pod-resources API List): resource is the extended resource (nvidia.com/gpu, rdma/…, an SR-IOV pool), device_id the device plugin's ID (a GPU UUID for nvidia.com/gpu).",
@@ -374,4 +374,13 @@ func (c *kubernetesCollector) addGPUPods(ctx context.Context, ans *kubeAnswer, b
 		seen[k] = true
 		b.AddWith(c.gpuPod, 1, strconv.Itoa(idx), uuid, d.namespace, d.pod, d.container)
 	}
+}
+
+// gpuDevices returns the inventory's device lister, nil without an
+// inventory.
+func gpuDevices(g GPUInventory) func(context.Context) []GPUDevice {
+	if g == nil {
+		return nil
+	}
+	return g.Devices
 }

@@ -71,7 +71,10 @@ func fakeGPUs(context.Context) []GPUDevice {
 func newTestKubernetes(t testing.TB, sock string, refresh time.Duration, gpus func(context.Context) []GPUDevice) (*kubernetesCollector, *exposition.Counter) {
 	t.Helper()
 	env, errs := testEnv()
-	o := &Options{Kubernetes: KubernetesOptions{PodResourcesSocket: sock, Refresh: refresh}, GPUDevices: gpus}
+	if gpus != nil {
+		env.GPUs = fakeInventory{devices: gpus(context.Background())}
+	}
+	o := &Options{Kubernetes: KubernetesOptions{PodResourcesSocket: sock, Refresh: refresh}}
 	c, err := newKubernetesCollector(env, o)
 	if err != nil {
 		t.Fatal(err)

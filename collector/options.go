@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -14,7 +13,8 @@ import (
 )
 
 // Options is the typed configuration that cmd/fabric_exporter builds from
-// flags once at startup. Collectors read it in their constructors only.
+// flags once at startup. Collectors get it in their constructors and never
+// change it; what one collector hands another travels in Env (NewExporter).
 type Options struct {
 	SysfsPath  string // --path.sysfs, default /sys
 	ProcfsPath string // --path.procfs, default /proc
@@ -34,21 +34,6 @@ type Options struct {
 	// NCCLInspector configures the nccl-inspector collector.
 	NCCLInspector NCCLInspectorOptions
 	Kubernetes    KubernetesOptions
-
-	// GPUPIDs returns the PIDs of the processes running on the host's GPUs
-	// (compute processes, as NVML lists them), for the process collector to
-	// select besides its command-line regexp. It is set by the GPU
-	// collector's setup when a GPU source (NVML) is available and nil
-	// otherwise; it may be called once per scrape, concurrently with other
-	// collectors, and must return quickly (a cached list). PIDs are in the
-	// PID namespace of --path.procfs (the host's, with hostPID).
-	GPUPIDs func(ctx context.Context) []int
-
-	// GPUDevices returns the host's GPUs (index and UUID) as the gpu
-	// collector last saw them, for the kubernetes collector to join the
-	// kubelet's device IDs (GPU UUIDs) to the gpu label. Set by the gpu
-	// collector's setup, nil without it; same rules as GPUPIDs.
-	GPUDevices func(ctx context.Context) []GPUDevice
 
 	// ScrapeTimeout bounds one scrape's collectors (0 = none).
 	ScrapeTimeout time.Duration

@@ -234,7 +234,7 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 	g, ctr := prometheus.GaugeValue, prometheus.CounterValue
 	c := &processCollector{
 		env: env, procfs: procfs, sysfs: o.SysfsPath, re: re, max: p.Max, interval: p.NumaMapsInterval,
-		gpuPIDs: o.GPUPIDs, rails: o.Rails, now: time.Now,
+		gpuPIDs: gpuPIDs(env.GPUs), rails: o.Rails, now: time.Now,
 		reader: newSysReader(), open: openProcFile, openRoot: openRootDir,
 		cands: map[int]*procCand{}, procs: map[int]*procState{}, gpuSet: map[int]bool{},
 		chunk: make([]byte, procChunk), cmdBuf: make([]byte, maxCmdline),
@@ -981,4 +981,12 @@ func lookupInRoot(root, rel string) (bool, error) {
 		cur = append(cur, name)
 	}
 	return false, nil
+}
+
+// gpuPIDs returns the inventory's PID lister, nil without an inventory.
+func gpuPIDs(g GPUInventory) func(context.Context) []int {
+	if g == nil {
+		return nil
+	}
+	return g.PIDs
 }

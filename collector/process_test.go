@@ -37,9 +37,12 @@ func processOptions(t testing.TB, procfs string) *Options {
 	return o
 }
 
-func newTestProcess(t testing.TB, o *Options) (*processCollector, *exposition.Counter, *fakeClock) {
+func newTestProcess(t testing.TB, o *Options, gpuPIDs ...int) (*processCollector, *exposition.Counter, *fakeClock) {
 	t.Helper()
 	env, errs := testEnv()
+	if gpuPIDs != nil {
+		env.GPUs = fakeInventory{pids: gpuPIDs}
+	}
 	c, err := newProcessCollector(env, o)
 	if err != nil {
 		t.Fatal(err)
@@ -223,9 +226,9 @@ func hasLine(t testing.TB, text, line string) {
 // exited) is ignored.
 func TestProcessGPUPIDs(t *testing.T) {
 	o := processOptions(t, fixtureProc)
-	var calls int
-	o.GPUPIDs = func(ctx context.Context) []int { calls++; return []int{5001, 4310, 99999} }
 	c, errs, _ := newTestProcess(t, o)
+	var calls int
+	c.gpuPIDs = func(ctx context.Context) []int { calls++; return []int{5001, 4310, 99999} }
 	out, err := processScrape(t, c)
 	if err != nil {
 		t.Fatal(err)
@@ -249,8 +252,7 @@ func TestProcessGPUPIDs(t *testing.T) {
 func TestProcessMax(t *testing.T) {
 	o := processOptions(t, fixtureProc)
 	o.Process.Max = 2
-	o.GPUPIDs = func(context.Context) []int { return []int{4311} }
-	c, _, _ := newTestProcess(t, o)
+	c, _, _ := newTestProcess(t, o, 4311)
 	out, _ := processScrape(t, c)
 	hasLine(t, out, "fabric_process_selected 2")
 	hasLine(t, out, "fabric_process_candidates 3")
@@ -457,7 +459,7 @@ func TestProcessSecretsNeverExported(t *testing.T) {
 	o := processOptions(t, fixtureProc)
 	o.PFC.EthtoolFixtures = "fixtures/ethtool"
 	var names []string
-	for _, s := range Specs {
+	for _, s := range Specs() {
 		names = append(names, s.Name)
 	}
 	exp, err := NewExporter(names, o, logger)
@@ -797,3 +799,12 @@ func FuzzNcclEnv(f *testing.F) {
 		})
 	})
 }
+
+// fakeInventory is a GPU inventory with fixed PIDs and devices.
+type fakeInventory struct {
+	pids    []int
+	devices []GPUDevice
+}
+
+func (f fakeInventory) PIDs(context.Context) []int          { return f.pids }
+func (f fakeInventory) Devices(context.Context) []GPUDevice { return f.devices }

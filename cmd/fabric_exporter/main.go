@@ -53,7 +53,7 @@ func run(args []string) int {
 	opts := &collector.Options{}
 	enabled := map[string]*bool{}
 	explicit := map[string]bool{}
-	for _, s := range collector.Specs {
+	for _, s := range collector.Specs() {
 		if s.Flags != nil {
 			s.Flags(app, opts)
 		}
@@ -89,7 +89,7 @@ func run(args []string) int {
 	slogger := slog.New(noTimeHandler{sloggokit.NewGoKitHandler(logger, nil)})
 
 	var names []string
-	for _, s := range collector.Specs {
+	for _, s := range collector.Specs() {
 		on := *enabled[s.Name]
 		if *disableDef && !explicit[s.Name] {
 			on = false
