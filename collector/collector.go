@@ -163,7 +163,7 @@ type Exporter struct {
 	timeout    time.Duration
 	nextID     atomic.Uint64
 	pool       sync.Pool // *scrape
-	self       *SelfMetrics
+	self       SelfMetrics
 	families   *exposition.Registry
 }
 
@@ -171,9 +171,15 @@ type Exporter struct {
 // self-metrics, which share the scrape).
 func (e *Exporter) Families() *exposition.Registry { return e.families }
 
-// SetSelfMetrics adds the exporter's own process, Go and build metrics to
-// every scrape. Call before serving.
-func (e *Exporter) SetSelfMetrics(s *SelfMetrics) { e.self = s }
+// SelfMetrics adds the exporter's own process, Go and build metrics to a
+// scrape (internal/selfmetrics).
+type SelfMetrics interface {
+	Add(b *exposition.Batch)
+}
+
+// SetSelfMetrics adds the exporter's own metrics to every scrape; their
+// families must be declared in e.Families(). Call before serving.
+func (e *Exporter) SetSelfMetrics(s SelfMetrics) { e.self = s }
 
 // NewExporter builds the enabled collectors. A constructor must not fail
 // because hardware is absent; it may fail on bad configuration.

@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"strconv"
 	"strings"
 )
@@ -27,7 +28,7 @@ func parseCPUList(b []byte) (cpuSet, error) {
 		if i := bytes.IndexByte(b, ','); i >= 0 {
 			part, b = b[:i], b[i+1:]
 			if len(b) == 0 {
-				return nil, fmt.Errorf("%w: cpulist ends with a comma", errGarbage)
+				return nil, fmt.Errorf("%w: cpulist ends with a comma", sysfs.ErrGarbage)
 			}
 		} else {
 			part, b = b, nil
@@ -56,24 +57,24 @@ func parseCPURange(p []byte) (int, int, error) {
 		}
 	}
 	if hi < lo {
-		return 0, 0, fmt.Errorf("%w: cpu range %q", errGarbage, truncate(p, 32))
+		return 0, 0, fmt.Errorf("%w: cpu range %q", sysfs.ErrGarbage, sysfs.Truncate(p, 32))
 	}
 	return lo, hi, nil
 }
 
 func parseCPU(b []byte) (int, error) {
 	if len(b) == 0 || len(b) > 5 {
-		return 0, fmt.Errorf("%w: cpu %q", errGarbage, truncate(b, 32))
+		return 0, fmt.Errorf("%w: cpu %q", sysfs.ErrGarbage, sysfs.Truncate(b, 32))
 	}
 	n := 0
 	for _, c := range b {
 		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("%w: cpu %q", errGarbage, truncate(b, 32))
+			return 0, fmt.Errorf("%w: cpu %q", sysfs.ErrGarbage, sysfs.Truncate(b, 32))
 		}
 		n = n*10 + int(c-'0')
 	}
 	if n >= maxCPUs {
-		return 0, fmt.Errorf("%w: cpu %d beyond %d", errGarbage, n, maxCPUs)
+		return 0, fmt.Errorf("%w: cpu %d beyond %d", sysfs.ErrGarbage, n, maxCPUs)
 	}
 	return n, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -211,13 +212,13 @@ func (c *gpuCollector) numaNode(bus string) string {
 	}
 	n := ""
 	if bus != "" && len(c.numa) < 256 {
-		r := newSysReaderIn(c.opts.SysfsPath)
-		if s, err := r.readString(filepath.Join(c.opts.SysfsPath, "bus", "pci", "devices", bus, "numa_node")); err == nil {
-			if v, err := parseSysfsInt([]byte(s)); err == nil && v >= 0 {
+		r := sysfs.NewReaderIn(c.opts.SysfsPath)
+		if s, err := r.ReadString(filepath.Join(c.opts.SysfsPath, "bus", "pci", "devices", bus, "numa_node")); err == nil {
+			if v, err := sysfs.ParseInt([]byte(s)); err == nil && v >= 0 {
 				n = strconv.FormatInt(v, 10)
 			}
 		}
-		r.close()
+		r.Close()
 		c.numa[bus] = n
 	}
 	return n

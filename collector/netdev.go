@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -50,11 +51,11 @@ var netdevStats = map[string]netdevStat{
 type netdevCollector struct {
 	env    Env
 	opts   *Options
-	reader *sysReader
+	reader *sysfs.Reader
 	fams   map[string]*exposition.Family // statistics file -> family
-	ifs    *classCache[*netIf]
+	ifs    *sysfs.ClassCache[*netIf]
 	filter Filter
-	buf    [maxAttrSize]byte
+	buf    [sysfs.MaxAttrSize]byte
 
 	info, up, speed *exposition.Family
 }
@@ -83,10 +84,10 @@ func newNetdevCollector(env Env, o *Options) (Collector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--collector.netdev.%w", err)
 	}
-	reader := newSysReaderIn(o.SysfsPath)
+	reader := sysfs.NewReaderIn(o.SysfsPath)
 	c := &netdevCollector{
 		env: env, opts: o, reader: reader,
-		fams: map[string]*exposition.Family{}, ifs: newClassCache[*netIf](o.sysPath("class", "net"), reader), filter: filter,
+		fams: map[string]*exposition.Family{}, ifs: sysfs.NewClassCache[*netIf](o.sysPath("class", "net"), reader), filter: filter,
 		info: env.Families.NewFamily("fabric_netdev_info",
 			"Network interface metadata; rail is \"\" when the interface carries no rail, numa_node \"\" when unknown.",
 			prometheus.GaugeValue, "netdev", "operstate", "driver", "pci_bus_id", "numa_node", "rail"),
@@ -102,7 +103,7 @@ func newNetdevCollector(env Env, o *Options) (Collector, error) {
 func (c *netdevCollector) dir() string { return c.opts.sysPath("class", "net") }
 
 func (c *netdevCollector) Update(ctx context.Context, b *exposition.Batch) error {
-	names, err := listDir(c.dir(), false)
+	names, err := sysfs.ListDir(c.dir(), false)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return checkSysfs(c.opts.SysfsPath, c.dir()+" does not exist")
@@ -115,7 +116,7 @@ func (c *netdevCollector) Update(ctx context.Context, b *exposition.Batch) error
 	}
 	seen := make(map[string]bool, len(names))
 	for _, name := range names {
-		ifc, _ := c.ifs.get(name, func(dir string) (*netIf, error) { return c.scanIface(name, dir), nil })
+		ifc, _ := c.ifs.Get(name, func(dir string) (*netIf, error) { return c.scanIface(name, dir), nil })
 		rail := railOfNetdev(rails, name)
 		f := c.filter
 		if rail == "" {
@@ -129,10 +130,10 @@ func (c *netdevCollector) Update(ctx context.Context, b *exposition.Batch) error
 		}
 		seen[name] = true
 		if !c.collectIface(ifc, rail, b) {
-			c.ifs.drop(name)
+			c.ifs.Drop(name)
 		}
 	}
-	c.ifs.keepOnly(seen)
+	c.ifs.KeepOnly(seen)
 	return nil
 }
 
@@ -146,20 +147,20 @@ func (c *netdevCollector) scanIface(name, dir string) *netIf {
 		// A virtio (or other non-PCI) device: the address and NUMA node
 		// of the PCI function it sits on.
 		pciDir := filepath.Join(dir, "device")
-		ifc.pci, pciDir = pciFunction(pciDir)
+		ifc.pci, pciDir = sysfs.PCIFunction(pciDir)
 		if pciDir == "" {
 			pciDir = filepath.Join(dir, "device")
 		}
-		ifc.driver = readLinkBase(filepath.Join(dir, "device", "driver"))
-		if s, err := c.reader.readString(filepath.Join(pciDir, "numa_node")); err == nil {
-			if v, err := parseSysfsInt([]byte(s)); err == nil && v >= 0 {
+		ifc.driver = sysfs.ReadLinkBase(filepath.Join(dir, "device", "driver"))
+		if s, err := c.reader.ReadString(filepath.Join(pciDir, "numa_node")); err == nil {
+			if v, err := sysfs.ParseInt([]byte(s)); err == nil && v >= 0 {
 				ifc.numa = strconv.FormatInt(v, 10)
 			}
 		}
-		c.reader.forget(filepath.Join(pciDir, "numa_node"))
-		c.reader.forgetPrefix(dir)
+		c.reader.Forget(filepath.Join(pciDir, "numa_node"))
+		c.reader.ForgetPrefix(dir)
 	}
-	files, err := listDir(filepath.Join(dir, "statistics"), true)
+	files, err := sysfs.ListDir(filepath.Join(dir, "statistics"), true)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		c.env.ReadErrors.Inc()
 		c.env.Once.Debug("stats:"+name, "msg", "cannot list interface statistics", "netdev", name, "err", err)
@@ -174,9 +175,9 @@ func (c *netdevCollector) scanIface(name, dir string) *netIf {
 
 // collectIface sends one interface's metrics; false means it vanished.
 func (c *netdevCollector) collectIface(ifc *netIf, rail string, b *exposition.Batch) bool {
-	oper, err := c.reader.readString(ifc.operPath)
+	oper, err := c.reader.ReadString(ifc.operPath)
 	if err != nil {
-		if isGone(err) {
+		if sysfs.IsGone(err) {
 			return false
 		}
 		skipValue(c.env, ifc.operPath, err)
@@ -185,14 +186,14 @@ func (c *netdevCollector) collectIface(ifc *netIf, rail string, b *exposition.Ba
 	if oper != "" {
 		b.Add(ifc.up, b2f(oper == "up"))
 	}
-	if raw, err := c.reader.read(ifc.speedPath, c.buf[:]); err == nil {
+	if raw, err := c.reader.Read(ifc.speedPath, c.buf[:]); err == nil {
 		// Mb/s; -1 (or EINVAL) while the link is down.
-		if v, err := parseSysfsInt(raw); err == nil && v > 0 {
+		if v, err := sysfs.ParseInt(raw); err == nil && v > 0 {
 			b.Add(ifc.speed, float64(v)*125000)
-		} else if err != nil && !errors.Is(err, errNotAvailable) {
+		} else if err != nil && !errors.Is(err, sysfs.ErrNotAvailable) {
 			skipValue(c.env, ifc.speedPath, err)
 		}
-	} else if !isGone(err) {
+	} else if !sysfs.IsGone(err) {
 		skipValue(c.env, ifc.speedPath, err)
 	}
 	if gone := addCounters(c.env, c.reader, c.buf[:], ifc.stats, b); gone > 0 && gone == len(ifc.stats) {

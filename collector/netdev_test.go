@@ -99,7 +99,7 @@ fabric_netdev_up{netdev="ens1f0"} 1
 fabric_netdev_up{netdev="eth2"} 0
 fabric_netdev_up{netdev="eth3"} 1
 `, "fabric_netdev_up")
-	if c.ifs.has("eth1") {
+	if c.ifs.Has("eth1") {
 		t.Error("old interface name still cached")
 	}
 }

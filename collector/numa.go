@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -32,11 +33,11 @@ type numaCollector struct {
 	env    Env
 	dir    string
 	sysfs  string
-	reader *sysReader
+	reader *sysfs.Reader
 	nodes  map[string]*numaNode
 	list   []*numaNode
 	gen    uint64
-	buf    [2 * maxAttrSize]byte
+	buf    [2 * sysfs.MaxAttrSize]byte
 
 	stats                  [6]*exposition.Family
 	memTotal, memFree, inf *exposition.Family
@@ -55,7 +56,7 @@ type numaNode struct {
 func newNumaCollector(env Env, o *Options) (Collector, error) {
 	g := prometheus.GaugeValue
 	c := &numaCollector{
-		env: env, dir: o.sysPath("devices", "system", "node"), sysfs: o.SysfsPath, reader: newSysReaderIn(o.SysfsPath), nodes: map[string]*numaNode{},
+		env: env, dir: o.sysPath("devices", "system", "node"), sysfs: o.SysfsPath, reader: sysfs.NewReaderIn(o.SysfsPath), nodes: map[string]*numaNode{},
 		memTotal: env.Families.NewFamily("fabric_numa_memory_total_bytes", "Memory of the NUMA node (node*/meminfo MemTotal).", g, "numa_node"),
 		memFree:  env.Families.NewFamily("fabric_numa_memory_free_bytes", "Free memory of the NUMA node (node*/meminfo MemFree).", g, "numa_node"),
 		inf:      env.Families.NewFamily("fabric_numa_node_info", "A NUMA node and its CPUs (node*/cpulist; \"\" for a node without CPUs).", g, "numa_node", "cpulist"),
@@ -69,7 +70,7 @@ func newNumaCollector(env Env, o *Options) (Collector, error) {
 func (c *numaCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	c.gen++
 	nodes := c.list[:0]
-	err := scanDir(c.dir, func(name []byte) {
+	err := sysfs.ScanDir(c.dir, func(name []byte) {
 		if len(name) < 5 || string(name[:4]) != "node" {
 			return
 		}
@@ -94,7 +95,7 @@ func (c *numaCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	}
 	for id, n := range c.nodes {
 		if n.gen != c.gen {
-			c.reader.forgetPrefix(n.dir)
+			c.reader.ForgetPrefix(n.dir)
 			delete(c.nodes, id)
 		}
 	}
@@ -133,15 +134,15 @@ func (c *numaCollector) newNode(id string) *numaNode {
 func (c *numaCollector) collectNode(n *numaNode, b *exposition.Batch) {
 	// numastat; node*/vmstat carries the same counters under other names.
 	path := filepath.Join(n.dir, "numastat")
-	raw, err := c.reader.read(path, c.buf[:])
+	raw, err := c.reader.Read(path, c.buf[:])
 	vm := false
-	if err != nil && isGone(err) {
+	if err != nil && sysfs.IsGone(err) {
 		path = filepath.Join(n.dir, "vmstat")
-		raw, err = c.reader.read(path, c.buf[:])
+		raw, err = c.reader.Read(path, c.buf[:])
 		vm = true
 	}
 	if err != nil {
-		if !isGone(err) {
+		if !sysfs.IsGone(err) {
 			skipValue(c.env, path, err)
 		}
 	} else {
@@ -158,7 +159,7 @@ func (c *numaCollector) collectNode(n *numaNode, b *exposition.Batch) {
 					key = s.vmstat
 				}
 				if string(k) == key {
-					if x, err := parseSysfsUint(v); err == nil {
+					if x, err := sysfs.ParseUint(v); err == nil {
 						vals[i], found[i] = x, true
 					}
 				}
@@ -170,31 +171,31 @@ func (c *numaCollector) collectNode(n *numaNode, b *exposition.Batch) {
 			}
 		}
 		if !found[0] {
-			skipValue(c.env, path, fmt.Errorf("%w: no numa_hit line", errGarbage))
+			skipValue(c.env, path, fmt.Errorf("%w: no numa_hit line", sysfs.ErrGarbage))
 		}
 	}
 
 	path = filepath.Join(n.dir, "meminfo")
-	if raw, err := c.reader.read(path, c.buf[:]); err == nil {
+	if raw, err := c.reader.Read(path, c.buf[:]); err == nil {
 		total, free, ok := parseNodeMeminfo(raw)
 		if ok {
 			b.Add(n.memTotal, total)
 			b.Add(n.memFre, free)
 		} else {
-			skipValue(c.env, path, fmt.Errorf("%w: no MemTotal/MemFree", errGarbage))
+			skipValue(c.env, path, fmt.Errorf("%w: no MemTotal/MemFree", sysfs.ErrGarbage))
 		}
-	} else if !isGone(err) {
+	} else if !sysfs.IsGone(err) {
 		skipValue(c.env, path, err)
 	}
 
 	path = filepath.Join(n.dir, "cpulist")
-	if raw, err := c.reader.read(path, c.buf[:]); err == nil {
+	if raw, err := c.reader.Read(path, c.buf[:]); err == nil {
 		if n.info == nil || string(raw) != n.cpulist {
 			n.cpulist = string(raw)
 			n.info = c.inf.With(n.id, n.cpulist)
 		}
 		b.Add(n.info, 1)
-	} else if !isGone(err) {
+	} else if !sysfs.IsGone(err) {
 		skipValue(c.env, path, err)
 	}
 }
@@ -211,7 +212,7 @@ func parseNodeMeminfo(raw []byte) (total, free float64, ok bool) {
 		if string(f[0]) != "Node" || string(f[4]) != "kB" || len(f[5]) != 0 {
 			return
 		}
-		v, err := parseSysfsUint(f[3])
+		v, err := sysfs.ParseUint(f[3])
 		if err != nil {
 			return
 		}

@@ -3,6 +3,7 @@ package collector
 import (
 	"errors"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -143,8 +144,8 @@ func TestParseCPUList(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"-1", "5-3", "1,", "a", "0-99999", ",1", "1--2"} {
-		if _, err := parseCPUList([]byte(bad)); !errors.Is(err, errGarbage) {
-			t.Errorf("parseCPUList(%q): err %v, want errGarbage", bad, err)
+		if _, err := parseCPUList([]byte(bad)); !errors.Is(err, sysfs.ErrGarbage) {
+			t.Errorf("parseCPUList(%q): err %v, want sysfs.ErrGarbage", bad, err)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -71,7 +72,7 @@ type pcieAER struct {
 type pcieCollector struct {
 	env    Env
 	topo   *topologyCollector // locates GPUs and RDMA devices in the PCI tree
-	reader *sysReader
+	reader *sysfs.Reader
 	sig    uint64
 	built  bool
 	funcs  []*pcieFunc
@@ -85,7 +86,7 @@ func newPCIeCollector(env Env, o *Options) (Collector, error) {
 	t, _ := newTopologyCollector(env, o)
 	g, ctr := prometheus.GaugeValue, prometheus.CounterValue
 	return &pcieCollector{
-		env: env, topo: t.(*topologyCollector), reader: newSysReaderIn(o.SysfsPath),
+		env: env, topo: t.(*topologyCollector), reader: sysfs.NewReaderIn(o.SysfsPath),
 		speed: env.Families.NewFamily("fabric_pcie_link_speed_transfers_per_second",
 			"Current PCIe link speed in transfers per second (current_link_speed; 32.0 GT/s = 3.2e10). Endpoints commonly lower it while idle.", g, "pci_bus_id"),
 		maxSpeed: env.Families.NewFamily("fabric_pcie_link_max_speed_transfers_per_second",
@@ -117,7 +118,7 @@ func (c *pcieCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	sig, found := uint64(14695981039346656037), 0
 	for _, d := range c.topo.dirs[:2] {
 		var err error
-		sig, err = dirHash(d, sig)
+		sig, err = sysfs.DirHash(d, sig)
 		if err == nil {
 			found++
 		} else if !errors.Is(err, os.ErrNotExist) {
@@ -137,7 +138,7 @@ func (c *pcieCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	for _, s := range c.static {
 		b.Add(s, 1)
 	}
-	var buf [maxAttrSize]byte
+	var buf [sysfs.MaxAttrSize]byte
 	for _, f := range c.funcs {
 		if f.retryMax {
 			c.readMax(f, buf[:])
@@ -165,7 +166,7 @@ func (c *pcieCollector) Update(ctx context.Context, b *exposition.Batch) error {
 				continue
 			}
 			if a.rootport {
-				v, err := parseSysfsUint(raw)
+				v, err := sysfs.ParseUint(raw)
 				if err != nil {
 					skipValue(c.env, a.path, err)
 					continue
@@ -215,9 +216,9 @@ func (c *pcieCollector) Update(ctx context.Context, b *exposition.Batch) error {
 // read returns a file's trimmed content; a missing file is quiet, other
 // errors are counted.
 func (c *pcieCollector) read(path string, buf []byte) ([]byte, bool) {
-	raw, err := c.reader.read(path, buf)
+	raw, err := c.reader.Read(path, buf)
 	if err != nil {
-		if !isGone(err) {
+		if !sysfs.IsGone(err) {
 			skipValue(c.env, path, err)
 		}
 		return nil, false
@@ -239,18 +240,18 @@ func (c *pcieCollector) readMax(f *pcieFunc, buf []byte) {
 			continue
 		}
 		p := filepath.Join(f.dir, m.name)
-		raw, err := c.reader.read(p, buf)
+		raw, err := c.reader.Read(p, buf)
 		if err != nil {
-			if !isGone(err) {
+			if !sysfs.IsGone(err) {
 				skipValue(c.env, p, err)
 				f.retryMax = true
 			}
 			continue
 		}
-		c.reader.forget(p) // static: no need to keep it open
+		c.reader.Forget(p) // static: no need to keep it open
 		v, err := m.parse(raw)
 		if err != nil {
-			if !errors.Is(err, errNotAvailable) {
+			if !errors.Is(err, sysfs.ErrNotAvailable) {
 				f.retryMax = true
 			}
 			skipValue(c.env, p, err)
@@ -281,7 +282,7 @@ func (c *pcieCollector) readLink(p string, buf []byte, parse func([]byte) (float
 
 // rebuild walks the paths of the GPUs and RDMA devices again.
 func (c *pcieCollector) rebuild() {
-	c.reader.close()
+	c.reader.Close()
 	c.funcs, c.static = c.funcs[:0], c.static[:0]
 	devRoot, err := filepath.EvalSymlinks(filepath.Join(c.topo.sysfs, "devices"))
 	if err != nil {
@@ -339,7 +340,7 @@ func (c *pcieCollector) rebuild() {
 		}
 		return c.funcs[i].bdf < c.funcs[j].bdf
 	})
-	var buf [maxAttrSize]byte
+	var buf [sysfs.MaxAttrSize]byte
 	for _, f := range c.funcs {
 		f.speed, f.maxSpeed, f.width, f.maxWidth = c.speed.With(f.bdf), c.maxSpeed.With(f.bdf), c.width.With(f.bdf), c.maxWidth.With(f.bdf)
 		f.supSpeed, f.supWidth = c.supSpeed.With(f.bdf), c.supWidth.With(f.bdf)
@@ -368,7 +369,7 @@ func (c *pcieCollector) rebuild() {
 			up = f.upstream.bdf
 		}
 		c.static = append(c.static, c.linkInfo.With(f.bdf, f.role, up,
-			readSmall(c.topo.sysfs, filepath.Join(f.dir, "vendor")), readSmall(c.topo.sysfs, filepath.Join(f.dir, "device"))))
+			sysfs.ReadSmall(c.topo.sysfs, filepath.Join(f.dir, "vendor")), sysfs.ReadSmall(c.topo.sysfs, filepath.Join(f.dir, "device"))))
 	}
 	for _, m := range members {
 		c.static = append(c.static, c.pathInfo.With(m.bdf, m.kind, m.name))
@@ -381,15 +382,15 @@ func (c *pcieCollector) rebuild() {
 func parseLinkSpeed(b []byte) (float64, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 || bytes.HasPrefix(b, []byte("Unknown")) {
-		return 0, errNotAvailable
+		return 0, sysfs.ErrNotAvailable
 	}
 	f := strings.Fields(string(b))
 	if len(f) < 2 || f[1] != "GT/s" {
-		return 0, fmt.Errorf("%w: link speed %q", errGarbage, truncate(b, 32))
+		return 0, fmt.Errorf("%w: link speed %q", sysfs.ErrGarbage, sysfs.Truncate(b, 32))
 	}
 	v, err := strconv.ParseFloat(f[0], 64)
 	if err != nil || !(v > 0 && v <= 1e3) {
-		return 0, fmt.Errorf("%w: link speed %q", errGarbage, truncate(b, 32))
+		return 0, fmt.Errorf("%w: link speed %q", sysfs.ErrGarbage, sysfs.Truncate(b, 32))
 	}
 	return v * 1e9, nil
 }
@@ -398,12 +399,12 @@ func parseLinkSpeed(b []byte) (float64, error) {
 // complex integrated endpoint, a link that is not trained) and 255 (some
 // devices' "not implemented") are not available.
 func parseLinkWidth(b []byte) (float64, error) {
-	v, err := parseSysfsUint(b)
+	v, err := sysfs.ParseUint(b)
 	if err != nil {
 		return 0, err
 	}
 	if v == 0 || v > 32 {
-		return 0, errNotAvailable
+		return 0, sysfs.ErrNotAvailable
 	}
 	return float64(v), nil
 }
@@ -424,13 +425,13 @@ func parseAER(b []byte, fn func(name string, v uint64)) error {
 		}
 		i := bytes.LastIndexAny(line, " \t")
 		if i <= 0 {
-			bad = fmt.Errorf("%w: AER line %q", errGarbage, truncate(line, 64))
+			bad = fmt.Errorf("%w: AER line %q", sysfs.ErrGarbage, sysfs.Truncate(line, 64))
 			continue
 		}
 		name := bytes.TrimSpace(line[:i])
-		v, err := parseSysfsUint(line[i+1:])
+		v, err := sysfs.ParseUint(line[i+1:])
 		if err != nil || len(name) == 0 {
-			bad = fmt.Errorf("%w: AER line %q", errGarbage, truncate(line, 64))
+			bad = fmt.Errorf("%w: AER line %q", sysfs.ErrGarbage, sysfs.Truncate(line, 64))
 			continue
 		}
 		if bytes.HasPrefix(name, []byte("TOTAL_ERR_")) {

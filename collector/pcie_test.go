@@ -3,6 +3,7 @@ package collector
 import (
 	"errors"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,17 +60,17 @@ func TestParseLinkSpeed(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"Unknown", "Unknown speed", ""} {
-		if _, err := parseLinkSpeed([]byte(in)); !errors.Is(err, errNotAvailable) {
+		if _, err := parseLinkSpeed([]byte(in)); !errors.Is(err, sysfs.ErrNotAvailable) {
 			t.Errorf("parseLinkSpeed(%q) err = %v, want not available", in, err)
 		}
 	}
 	for _, in := range []string{"fast", "32.0 Gb/s", "-8 GT/s", "NaN GT/s", "1e9 GT/s"} {
-		if _, err := parseLinkSpeed([]byte(in)); !errors.Is(err, errGarbage) {
+		if _, err := parseLinkSpeed([]byte(in)); !errors.Is(err, sysfs.ErrGarbage) {
 			t.Errorf("parseLinkSpeed(%q) err = %v, want garbage", in, err)
 		}
 	}
 	for _, w := range []string{"255", "0"} {
-		if _, err := parseLinkWidth([]byte(w)); !errors.Is(err, errNotAvailable) {
+		if _, err := parseLinkWidth([]byte(w)); !errors.Is(err, sysfs.ErrNotAvailable) {
 			t.Errorf("width %s: %v", w, err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"sort"
 	"strconv"
 	"strings"
@@ -104,7 +105,7 @@ func mapEthtoolName(name string) ethtoolStat {
 type pfcCollector struct {
 	env     Env
 	opts    *Options
-	ethtool EthtoolSource
+	ethtool sysfs.EthtoolSource
 
 	pauseFrames, pauseDuration, pauseTransitions, storms, pauseCtrl,
 	phyDiscards, outOfBuffer, linkDown, vportRDMA, prioEnabled *exposition.Family
@@ -117,7 +118,7 @@ type PFCOptions struct {
 	// (DIR/<netdev>) read instead of the ioctl.
 	EthtoolFixtures string
 	// Ethtool overrides the statistics source (tests).
-	Ethtool EthtoolSource
+	Ethtool sysfs.EthtoolSource
 }
 
 func pfcFlags(app *kingpin.Application, o *Options) {
@@ -129,9 +130,9 @@ func newPFCCollector(env Env, o *Options) (Collector, error) {
 	switch {
 	case src != nil:
 	case o.PFC.EthtoolFixtures != "":
-		src = FileEthtool{Dir: o.PFC.EthtoolFixtures}
+		src = sysfs.FileEthtool{Dir: o.PFC.EthtoolFixtures}
 	default:
-		src = NewIoctlEthtool()
+		src = sysfs.NewIoctlEthtool()
 	}
 	nd := func(name, help string, labels ...string) *exposition.Family {
 		typ := prometheus.CounterValue

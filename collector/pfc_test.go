@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"syscall"
 	"testing"
 )
@@ -91,7 +92,7 @@ func (f *fakeEthtool) Stats(nd string) (map[string]uint64, error) {
 // An ethtool error on one netdev fails that netdev only; when PFC is
 // reconfigured the per-priority series follow the new stat set.
 func TestPFCErrorIsolationAndReconfiguration(t *testing.T) {
-	eth0, _ := FileEthtool{Dir: "fixtures/ethtool"}.Stats("eth0")
+	eth0, _ := sysfs.FileEthtool{Dir: "fixtures/ethtool"}.Stats("eth0")
 	fake := &fakeEthtool{stats: map[string]map[string]uint64{"eth0": eth0}, errs: map[string]error{"eth3": syscall.EIO}}
 	o := fixtureOptions(t, fixtureSys)
 	o.PFC.Ethtool = fake
@@ -179,7 +180,7 @@ func TestParseEthtoolStats(t *testing.T) {
 	// (dotted and spaced keys, a duplicate) and mlx5 per-priority lines.
 	in := "NIC statistics:\n     tx_packets: 961500\n     port.rx_dropped: 12028\n     duplicate metric: 1\n     duplicate_metric: 2\n" +
 		"     rx_prio0_bytes: 88034564921216\n     garbage line\n     bad: -1\n"
-	got, err := ParseEthtoolStats([]byte(in))
+	got, err := sysfs.ParseEthtoolStats([]byte(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,4 +188,28 @@ func TestParseEthtoolStats(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("ParseEthtoolStats = %v, want %v", got, want)
 	}
+}
+
+// FuzzMapEthtoolName: no panic, and whatever maps carries valid labels.
+func FuzzMapEthtoolName(f *testing.F) {
+	for _, s := range []string{"rx_prio3_pause", "tx_prio3_pause_duration", "rx_prio3_pause_transition", "rx_global_pause",
+		"tx_pause_storm_warning_events", "rx_pause_ctrl_phy", "rx_discards_phy", "rx_out_of_buffer", "link_down_events_phy",
+		"tx_vport_rdma_unicast_bytes", "rx_prio0_bytes", "port.rx_dropped", "duplicate metric", "rx_csum_complete", "rx_prio"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		s := mapEthtoolName(name)
+		if s.kind == pfcNone {
+			return
+		}
+		if s.direction != "" && s.direction != "rx" && s.direction != "tx" {
+			t.Fatalf("%q: direction %q", name, s.direction)
+		}
+		if s.priority != "" && s.priority != "global" && (len(s.priority) != 1 || s.priority[0] < '0' || s.priority[0] > '7') {
+			t.Fatalf("%q: priority %q", name, s.priority)
+		}
+		if s.scale <= 0 {
+			t.Fatalf("%q: scale %v", name, s.scale)
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -88,11 +89,11 @@ type procFile interface {
 
 // openProcFile opens a /proc file for sequential reads (fdFile, sysfs.go).
 func openProcFile(path string) (procFile, error) {
-	f, err := openFD(path)
+	f, err := sysfs.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	return f.(fdFile), nil
+	return f.(sysfs.FD), nil
 }
 
 func openRootDir(path string) (int, error) {
@@ -116,7 +117,7 @@ type processCollector struct {
 	docker   *dockerNames // nil without --collector.process.docker-host
 
 	// I/O, replaceable in tests.
-	reader    *sysReader // stat and status, kept open
+	reader    *sysfs.Reader // stat and status, kept open
 	open      func(path string) (procFile, error)
 	openRoot  func(path string) (int, error)
 	noOpenat2 bool // openat2(2) is missing (ENOSYS) or filtered: resolve by hand
@@ -133,7 +134,7 @@ type processCollector struct {
 	verbsAt time.Time
 	nm      numaMaps
 
-	statBuf   [maxAttrSize]byte
+	statBuf   [sysfs.MaxAttrSize]byte
 	statusBuf [16 << 10]byte
 	chunk     []byte // numa_maps chunks
 	cmdBuf    []byte
@@ -235,7 +236,7 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 	c := &processCollector{
 		env: env, procfs: procfs, sysfs: o.SysfsPath, re: re, max: p.Max, interval: p.NumaMapsInterval,
 		gpuPIDs: gpuPIDs(env.GPUs), rails: o.Rails, now: time.Now,
-		reader: newSysReader(), open: openProcFile, openRoot: openRootDir,
+		reader: sysfs.NewReader(), open: openProcFile, openRoot: openRootDir,
 		cands: map[int]*procCand{}, procs: map[int]*procState{}, gpuSet: map[int]bool{},
 		chunk: make([]byte, procChunk), cmdBuf: make([]byte, maxCmdline),
 		errCount: map[string]*exposition.Counter{}, errSeries: map[string]*exposition.Series{},
@@ -285,7 +286,7 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 	now := c.now()
 	c.gen++
 	c.pids = c.pids[:0]
-	err := scanDir(c.procfs, func(name []byte) {
+	err := sysfs.ScanDir(c.procfs, func(name []byte) {
 		if pid, ok := parsePID(name); ok {
 			c.pids = append(c.pids, pid)
 		}
@@ -465,7 +466,7 @@ func (c *processCollector) readInto(path string, buf []byte) (int, error) {
 
 // procGone reports errors that mean the process exited.
 func procGone(err error) bool {
-	return isGone(err) || errors.Is(err, syscall.ESRCH)
+	return sysfs.IsGone(err) || errors.Is(err, syscall.ESRCH)
 }
 
 // readError records a failed read of a /proc/PID file. A process that
@@ -485,7 +486,7 @@ func (c *processCollector) readError(file, path string, err error) {
 
 func (c *processCollector) dropProc(pid int) {
 	if st, ok := c.procs[pid]; ok {
-		c.reader.forgetPrefix(st.dir)
+		c.reader.ForgetPrefix(st.dir)
 		delete(c.procs, pid)
 	}
 }
@@ -501,7 +502,7 @@ func (c *processCollector) collectProcess(sel procSel, now time.Time, devices []
 		c.procs[sel.pid] = st
 	}
 	st.gen = c.gen
-	raw, err := c.reader.read(st.statPath, c.statBuf[:])
+	raw, err := c.reader.Read(st.statPath, c.statBuf[:])
 	if err != nil {
 		c.readError("stat", st.statPath, err)
 		c.dropProc(sel.pid)
@@ -539,7 +540,7 @@ func (c *processCollector) collectProcess(sel procSel, now time.Time, devices []
 	b.Add(st.cpuSys, float64(ps.stime)/userHZ)
 	b.Add(st.majflt, float64(ps.majflt))
 
-	if raw, err := c.reader.read(st.statusPath, c.statusBuf[:]); err != nil {
+	if raw, err := c.reader.Read(st.statusPath, c.statusBuf[:]); err != nil {
 		c.readError("status", st.statusPath, err)
 	} else if s, err := parseProcStatus(raw); err != nil {
 		c.readError("status", st.statusPath, err)
@@ -623,7 +624,7 @@ func (c *processCollector) readCgroup(st *procState) {
 	}
 	n, err := c.readInto(path, c.cgBuf)
 	if err == nil && n > maxCgroupFile {
-		err = fmt.Errorf("%w: %s is larger than %d bytes", errGarbage, path, maxCgroupFile)
+		err = fmt.Errorf("%w: %s is larger than %d bytes", sysfs.ErrGarbage, path, maxCgroupFile)
 	}
 	if err != nil {
 		c.readError("cgroup", path, err)
@@ -733,7 +734,7 @@ func (c *processCollector) readNumaMaps(st *procState) {
 			}
 			c.nm.write(c.chunk[:n])
 			if total += n; total > maxNumaMaps {
-				err = fmt.Errorf("%w: %s is larger than %d bytes", errGarbage, path, maxNumaMaps)
+				err = fmt.Errorf("%w: %s is larger than %d bytes", sysfs.ErrGarbage, path, maxNumaMaps)
 				break
 			}
 		}
@@ -836,12 +837,12 @@ func (c *processCollector) readEnviron(st *procState) {
 func (c *processCollector) readVerbs() map[string]string {
 	m := map[string]string{}
 	dir := filepath.Join(c.sysfs, "class", "infiniband_verbs")
-	names, _ := listDir(dir, false)
+	names, _ := sysfs.ListDir(dir, false)
 	for _, n := range names {
 		if !strings.HasPrefix(n, "uverbs") {
 			continue
 		}
-		if dev := readSmall(c.sysfs, filepath.Join(dir, n, "ibdev")); dev != "" {
+		if dev := sysfs.ReadSmall(c.sysfs, filepath.Join(dir, n, "ibdev")); dev != "" {
 			m[dev] = n
 		}
 	}
@@ -856,14 +857,14 @@ func (c *processCollector) refreshNodes(now time.Time) {
 	c.nodesAt = now
 	c.nodes = c.nodes[:0]
 	dir := filepath.Join(c.sysfs, "devices", "system", "node")
-	names, _ := listDir(dir, false)
+	names, _ := sysfs.ListDir(dir, false)
 	for _, n := range names {
 		id, ok := nodeID(n)
 		if !ok {
 			continue
 		}
 		num, _ := strconv.Atoi(id)
-		cpus, _ := parseCPUList([]byte(readSmall(c.sysfs, filepath.Join(dir, n, "cpulist"))))
+		cpus, _ := parseCPUList([]byte(sysfs.ReadSmall(c.sysfs, filepath.Join(dir, n, "cpulist"))))
 		c.nodes = append(c.nodes, sysNode{id: num, name: id, cpus: cpus})
 	}
 	sort.Slice(c.nodes, func(i, j int) bool { return c.nodes[i].id < c.nodes[j].id })

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -321,13 +322,13 @@ func TestProcessVanishedAndPermissionDenied(t *testing.T) {
 		}
 		return openRootDir(path)
 	}
-	c.reader.forgetPrefix(proc)
-	c.reader.open = func(path string) (attrFile, error) {
+	c.reader.Close()
+	c.reader = sysfs.NewReaderFunc(func(path string) (sysfs.File, error) {
 		if denied(path) {
 			return nil, &os.PathError{Op: "open", Path: path, Err: syscall.EPERM}
 		}
-		return openFD(path)
-	}
+		return sysfs.Open(path)
+	})
 	// A new process (4242 as a restarted server would be another PID) so that
 	// environ and numa_maps are read again.
 	c.procs = map[int]*procState{}

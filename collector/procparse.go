@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 )
 
 // Parsers for /proc/PID files. They work on bytes in reused buffers and do
@@ -24,7 +25,7 @@ func parseProcStat(b []byte) (procStat, error) {
 	open := bytes.IndexByte(b, '(')
 	closing := bytes.LastIndexByte(b, ')')
 	if open < 0 || closing < open {
-		return s, fmt.Errorf("%w: stat without (comm)", errGarbage)
+		return s, fmt.Errorf("%w: stat without (comm)", sysfs.ErrGarbage)
 	}
 	s.comm = b[open+1 : closing]
 	// Field 3 (state) is the first after ')'; we need 12 majflt, 14 utime,
@@ -63,12 +64,12 @@ func parseProcStat(b []byte) (procStat, error) {
 		default:
 			continue
 		}
-		if *dst, err = parseSysfsUint(tok); err != nil {
+		if *dst, err = sysfs.ParseUint(tok); err != nil {
 			return s, fmt.Errorf("stat field %d: %w", field, err)
 		}
 	}
 	if field < 24 {
-		return s, fmt.Errorf("%w: stat has %d fields, want at least 24", errGarbage, field)
+		return s, fmt.Errorf("%w: stat has %d fields, want at least 24", sysfs.ErrGarbage, field)
 	}
 	return s, nil
 }
@@ -95,17 +96,17 @@ func parseProcStatus(b []byte) (procStatus, error) {
 		v = bytes.TrimSpace(v)
 		switch string(k) {
 		case "VmRSS":
-			n, e := parseSysfsUint(bytes.TrimSuffix(v, []byte(" kB")))
+			n, e := sysfs.ParseUint(bytes.TrimSuffix(v, []byte(" kB")))
 			if e != nil {
 				err = fmt.Errorf("VmRSS: %w", e)
 				return
 			}
 			s.vmRSS, s.hasRSS = n*1024, true
 		case "voluntary_ctxt_switches":
-			s.volCtx, err = parseSysfsUint(v)
+			s.volCtx, err = sysfs.ParseUint(v)
 			haveVol = err == nil
 		case "nonvoluntary_ctxt_switches":
-			s.nonvolCtx, err = parseSysfsUint(v)
+			s.nonvolCtx, err = sysfs.ParseUint(v)
 			haveNonvol = err == nil
 		case "Cpus_allowed_list":
 			s.cpusAllowed = v
@@ -118,7 +119,7 @@ func parseProcStatus(b []byte) (procStatus, error) {
 	}
 	s.hasCtx = haveVol && haveNonvol
 	if s.cpusAllowed == nil && !s.hasCtx {
-		return s, fmt.Errorf("%w: status without Cpus_allowed_list or context switches", errGarbage)
+		return s, fmt.Errorf("%w: status without Cpus_allowed_list or context switches", sysfs.ErrGarbage)
 	}
 	return s, nil
 }
@@ -280,11 +281,11 @@ func parseNodeCount(t []byte) (node, pages uint64, ok bool) {
 	if !found {
 		return 0, 0, false
 	}
-	node, err := parseSysfsUint(k)
+	node, err := sysfs.ParseUint(k)
 	if err != nil || len(k) > 4 {
 		return 0, 0, false
 	}
-	pages, err = parseSysfsUint(v)
+	pages, err = sysfs.ParseUint(v)
 	if err != nil || pages > 1<<40 {
 		return 0, 0, false
 	}
@@ -296,7 +297,7 @@ func cutUint(t []byte, prefix string) (uint64, bool) {
 	if !bytes.HasPrefix(t, []byte(prefix)) {
 		return 0, false
 	}
-	v, err := parseSysfsUint(t[len(prefix):])
+	v, err := sysfs.ParseUint(t[len(prefix):])
 	if err != nil || v > 1<<30 {
 		return 0, false
 	}

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -65,7 +66,7 @@ type Rails struct {
 	mu       sync.Mutex
 	lastID   uint64
 	last     []Rail
-	reader   *sysReader
+	reader   *sysfs.Reader
 	links    map[string]string   // class/infiniband/<dev> -> its link target
 	ethPorts map[string][]string // default rails: Ethernet ports per device
 	// known holds every rail seen since startup with its last known
@@ -78,8 +79,8 @@ const maxKnownRails = 256
 
 // NewRails returns the rail resolver. With static rails it checks that every
 // named device and port exists now and fails with a clear message otherwise.
-func NewRails(sysfs string, static []RailConfig) (*Rails, error) {
-	r := &Rails{sysfs: sysfs, static: static, reader: newSysReaderIn(sysfs), links: map[string]string{}, ethPorts: map[string][]string{}, known: map[string]Rail{}}
+func NewRails(sysfsRoot string, static []RailConfig) (*Rails, error) {
+	r := &Rails{sysfs: sysfsRoot, static: static, reader: sysfs.NewReaderIn(sysfsRoot), links: map[string]string{}, ethPorts: map[string][]string{}, known: map[string]Rail{}}
 	seen := map[string]bool{}
 	ports := map[string]string{} // device:port -> rail name
 	for _, rc := range static {
@@ -93,15 +94,15 @@ func NewRails(sysfs string, static []RailConfig) (*Rails, error) {
 		}
 		ports[key] = rc.Name
 		portDir := filepath.Join(r.ibDir(), rc.Device, "ports", strconv.Itoa(rc.Port))
-		if _, err := listDir(filepath.Join(r.ibDir(), rc.Device), false); err != nil {
-			devs, _ := listDir(r.ibDir(), false)
+		if _, err := sysfs.ListDir(filepath.Join(r.ibDir(), rc.Device), false); err != nil {
+			devs, _ := sysfs.ListDir(r.ibDir(), false)
 			found := "none"
 			if len(devs) > 0 {
 				found = strings.Join(devs, ", ")
 			}
 			return nil, fmt.Errorf("rail %q: RDMA device %q not found in %s (found: %s)", rc.Name, rc.Device, r.ibDir(), found)
 		}
-		if _, err := listDir(portDir, false); err != nil {
+		if _, err := sysfs.ListDir(portDir, false); err != nil {
 			return nil, fmt.Errorf("rail %q: RDMA device %q has no port %d (%s)", rc.Name, rc.Device, rc.Port, portDir)
 		}
 	}
@@ -135,42 +136,42 @@ func (r *Rails) resolve() []Rail {
 			portDir := filepath.Join(devDir, "ports", port)
 			rail := Rail{Name: rc.Name, Device: rc.Device, Port: port}
 			if r.linkChanged(devDir) {
-				r.reader.forgetPrefix(devDir)
+				r.reader.ForgetPrefix(devDir)
 			}
 			var buf [64]byte
-			if _, err := r.reader.read(filepath.Join(portDir, "link_layer"), buf[:]); err == nil {
+			if _, err := r.reader.Read(filepath.Join(portDir, "link_layer"), buf[:]); err == nil {
 				rail.Present = true
 				rail.Netdev = portNetdev(r.reader, devDir, portDir, rc.Port)
 			} else {
-				r.reader.forgetPrefix(devDir)
+				r.reader.ForgetPrefix(devDir)
 				rail.Netdev = r.known[rc.Name].Netdev // last known
 			}
 			r.known[rc.Name] = rail
 			out = append(out, rail)
 		}
 	} else {
-		devs, _ := listDir(r.ibDir(), false)
+		devs, _ := sysfs.ListDir(r.ibDir(), false)
 		sort.Strings(devs)
 		for _, dev := range devs {
 			devDir := filepath.Join(r.ibDir(), dev)
 			changed := r.linkChanged(devDir)
 			if changed {
-				r.reader.forgetPrefix(devDir)
+				r.reader.ForgetPrefix(devDir)
 			}
 			eth, ok := r.ethPorts[dev]
 			if !ok || changed {
 				// The link layer of a port is fixed while the device is
 				// registered: list it once per registration.
 				eth = nil
-				ports, _ := listDir(filepath.Join(devDir, "ports"), false)
+				ports, _ := sysfs.ListDir(filepath.Join(devDir, "ports"), false)
 				sort.Slice(ports, func(i, j int) bool { return portLess(ports[i], ports[j]) })
 				for _, p := range ports {
 					var buf [64]byte
-					ll, err := r.reader.read(filepath.Join(devDir, "ports", p, "link_layer"), buf[:])
+					ll, err := r.reader.Read(filepath.Join(devDir, "ports", p, "link_layer"), buf[:])
 					if err == nil && string(ll) == "Ethernet" {
 						eth = append(eth, p)
 					}
-					r.reader.forget(filepath.Join(devDir, "ports", p, "link_layer"))
+					r.reader.Forget(filepath.Join(devDir, "ports", p, "link_layer"))
 				}
 				r.ethPorts[dev] = eth
 			}
@@ -245,13 +246,13 @@ func portLess(a, b string) bool {
 // ports/N/gid_attrs/ndevs/0 (EINVAL or empty means none), then the netdevs
 // bound to the device's PCI function (device/net/*); with several, the one
 // whose dev_port is N-1.
-func portNetdev(r *sysReader, devDir, portDir string, port int) string {
+func portNetdev(r *sysfs.Reader, devDir, portDir string, port int) string {
 	var buf [256]byte
-	if b, err := r.read(portDir+"/gid_attrs/ndevs/0", buf[:]); err == nil && len(b) > 0 {
+	if b, err := r.Read(portDir+"/gid_attrs/ndevs/0", buf[:]); err == nil && len(b) > 0 {
 		return string(b)
 	}
 	netDir := filepath.Join(devDir, "device", "net")
-	names, err := listDir(netDir, false)
+	names, err := sysfs.ListDir(netDir, false)
 	if err != nil || len(names) == 0 {
 		return ""
 	}
@@ -260,11 +261,11 @@ func portNetdev(r *sysReader, devDir, portDir string, port int) string {
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		b, err := r.read(filepath.Join(netDir, n, "dev_port"), buf[:])
+		b, err := r.Read(filepath.Join(netDir, n, "dev_port"), buf[:])
 		if err != nil {
 			continue
 		}
-		if v, err := parseSysfsUint(b); err == nil && int(v) == port-1 {
+		if v, err := sysfs.ParseUint(b); err == nil && int(v) == port-1 {
 			return n
 		}
 	}

@@ -163,3 +163,20 @@ func FuzzParseRail(f *testing.F) {
 		}
 	})
 }
+
+func TestParseRail(t *testing.T) {
+	for in, want := range map[string]RailConfig{
+		"rail0=mlx5_0":     {"rail0", "mlx5_0", 1},
+		"rail1=mlx5_3:1":   {"rail1", "mlx5_3", 1},
+		"r=roceP2p1s0f1:2": {"r", "roceP2p1s0f1", 2},
+	} {
+		if got, err := ParseRail(in); err != nil || got != want {
+			t.Errorf("ParseRail(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "mlx5_0", "=mlx5_0", "rail0=", "rail0=mlx5_0:0", "rail0=mlx5_0:x", "rail 0=mlx5_0", "r=../x", "r=a/b"} {
+		if _, err := ParseRail(bad); err == nil {
+			t.Errorf("ParseRail(%q) succeeded", bad)
+		}
+	}
+}

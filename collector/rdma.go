@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -71,11 +72,11 @@ type rdmaCollector struct {
 	env     Env
 	opts    *Options
 	rails   *Rails
-	reader  *sysReader
-	devices *classCache[*ibDevice]
+	reader  *sysfs.Reader
+	devices *sysfs.ClassCache[*ibDevice]
 	names   map[string]bool // dynamic family names this collector created
 	filter  Filter
-	buf     [maxAttrSize]byte
+	buf     [sysfs.MaxAttrSize]byte
 
 	portInfo, portUp, portRate, deviceInfo, lifespan, railInfo, railPresent *exposition.Family
 }
@@ -116,10 +117,10 @@ func newRDMACollector(env Env, o *Options) (Collector, error) {
 		return nil, fmt.Errorf("--collector.rdma.%w", err)
 	}
 	gauge := prometheus.GaugeValue
-	reader := newSysReaderIn(o.SysfsPath)
+	reader := sysfs.NewReaderIn(o.SysfsPath)
 	c := &rdmaCollector{
 		env: env, opts: o, rails: o.Rails, reader: reader,
-		devices: newClassCache[*ibDevice](o.sysPath("class", "infiniband"), reader), names: map[string]bool{}, filter: filter,
+		devices: sysfs.NewClassCache[*ibDevice](o.sysPath("class", "infiniband"), reader), names: map[string]bool{}, filter: filter,
 		portInfo: env.Families.NewFamily("fabric_rdma_port_info",
 			"RDMA port metadata: netdev from gid_attrs/ndevs/0 (or the PCI function's net/), link layer (Ethernet = RoCE), state, physical state and the rail it carries (\"\" for none).",
 			gauge, "device", "port", "netdev", "link_layer", "state", "phys_state", "rail"),
@@ -148,7 +149,7 @@ func (c *rdmaCollector) Update(ctx context.Context, b *exposition.Batch) error {
 			b.AddWith(c.railPresent, b2f(r.Present), r.Name, r.Device, r.Port)
 		}
 	}
-	names, err := listDir(c.dir(), false)
+	names, err := sysfs.ListDir(c.dir(), false)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return checkSysfs(c.opts.SysfsPath, c.dir()+" does not exist (no RDMA device)")
@@ -165,7 +166,7 @@ func (c *rdmaCollector) Update(ctx context.Context, b *exposition.Batch) error {
 		}
 		seen[name] = true
 		justScanned := false
-		dev, err := c.devices.get(name, func(dir string) (*ibDevice, error) { justScanned = true; return c.scanDevice(name, dir) })
+		dev, err := c.devices.Get(name, func(dir string) (*ibDevice, error) { justScanned = true; return c.scanDevice(name, dir) })
 		if err != nil {
 			c.env.ReadErrors.Inc()
 			c.env.Once.Debug("scan:"+name, "msg", "skipping RDMA device", "device", name, "err", err)
@@ -179,10 +180,10 @@ func (c *rdmaCollector) Update(ctx context.Context, b *exposition.Batch) error {
 		}
 		if !c.collectDevice(dev, rails, b) {
 			// The device went away mid-read; rebuild it next scrape.
-			c.devices.drop(name)
+			c.devices.Drop(name)
 		}
 	}
-	c.devices.keepOnly(seen)
+	c.devices.KeepOnly(seen)
 	return nil
 }
 
@@ -191,25 +192,25 @@ func (c *rdmaCollector) Update(ctx context.Context, b *exposition.Batch) error {
 func (c *rdmaCollector) scanDevice(name, dir string) (*ibDevice, error) {
 	d := &ibDevice{name: name, dir: dir}
 	str := func(file string) string {
-		s, err := c.reader.readString(filepath.Join(dir, file))
+		s, err := c.reader.ReadString(filepath.Join(dir, file))
 		if err != nil {
 			return ""
 		}
 		return s
 	}
-	pciAddr, _ := pciFunction(filepath.Join(dir, "device"))
+	pciAddr, _ := sysfs.PCIFunction(filepath.Join(dir, "device"))
 	numa := ""
-	if b, err := c.reader.read(filepath.Join(dir, "device", "numa_node"), c.buf[:]); err == nil {
-		if v, err := parseSysfsInt(b); err == nil && v >= 0 {
+	if b, err := c.reader.Read(filepath.Join(dir, "device", "numa_node"), c.buf[:]); err == nil {
+		if v, err := sysfs.ParseInt(b); err == nil && v >= 0 {
 			numa = strconv.FormatInt(v, 10)
 		}
 	}
 	d.info = c.deviceInfo.With(name, str("board_id"), str("fw_ver"), str("hca_type"), str("node_guid"),
 		pciAddr, numa)
 	// Static attributes are read once per registration; drop their fds.
-	c.reader.forgetPrefix(dir)
+	c.reader.ForgetPrefix(dir)
 
-	ports, err := listDir(filepath.Join(dir, "ports"), false)
+	ports, err := sysfs.ListDir(filepath.Join(dir, "ports"), false)
 	if err != nil {
 		return nil, fmt.Errorf("listing ports: %w", err)
 	}
@@ -222,8 +223,8 @@ func (c *rdmaCollector) scanDevice(name, dir string) (*ibDevice, error) {
 		pd := filepath.Join(dir, "ports", p)
 		port := &ibPort{num: p, numInt: n, dir: pd, up: c.portUp.With(name, p), rate: c.portRate.With(name, p),
 			statePath: filepath.Join(pd, "state"), physPath: filepath.Join(pd, "phys_state"), ratePath: filepath.Join(pd, "rate")}
-		port.linkLayer, _ = c.reader.readString(filepath.Join(pd, "link_layer"))
-		c.reader.forget(filepath.Join(pd, "link_layer"))
+		port.linkLayer, _ = c.reader.ReadString(filepath.Join(pd, "link_layer"))
+		c.reader.Forget(filepath.Join(pd, "link_layer"))
 		port.counters, port.listErr = c.scanCounters(pd, name, p)
 		if port.listErr != nil {
 			c.listFailed(name, port)
@@ -240,7 +241,7 @@ func (c *rdmaCollector) scanDevice(name, dir string) (*ibDevice, error) {
 func (c *rdmaCollector) scanCounters(portDir, dev, port string) ([]counterFile, error) {
 	var listErr error
 	list := func(sub string) []string {
-		names, err := listDir(filepath.Join(portDir, sub), true)
+		names, err := sysfs.ListDir(filepath.Join(portDir, sub), true)
 		if err != nil && !errors.Is(err, os.ErrNotExist) && listErr == nil {
 			listErr = err
 		}
@@ -258,7 +259,7 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port string) ([]counterFile, 
 	for _, f := range files {
 		pc, ok := portCounters[f]
 		if !ok {
-			s := sanitizeName(f)
+			s := sysfs.SanitizeName(f)
 			if s == "" {
 				continue
 			}
@@ -290,7 +291,7 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port string) ([]counterFile, 
 			add(c.lifespan.Name(), counterFile{path: path, series: c.lifespan.With(dev, port), scale: 0.001})
 			continue
 		}
-		s := sanitizeName(f)
+		s := sysfs.SanitizeName(f)
 		if s == "" {
 			continue
 		}
@@ -349,7 +350,7 @@ func (c *rdmaCollector) collectDevice(d *ibDevice, rails []Rail, b *exposition.B
 	b.Add(d.info, 1)
 	for _, p := range d.ports {
 		stateID, state, err := c.readState(p.statePath)
-		if err != nil && isGone(err) {
+		if err != nil && sysfs.IsGone(err) {
 			return false
 		}
 		_, phys, _ := c.readState(p.physPath)
@@ -358,8 +359,8 @@ func (c *rdmaCollector) collectDevice(d *ibDevice, rails []Rail, b *exposition.B
 		if state != "" {
 			b.Add(p.up, b2f(stateID == 4))
 		}
-		if rs, err := c.reader.read(p.ratePath, c.buf[:]); err == nil {
-			if v, err := parseRate(string(rs)); err == nil {
+		if rs, err := c.reader.Read(p.ratePath, c.buf[:]); err == nil {
+			if v, err := sysfs.ParseRate(string(rs)); err == nil {
 				b.Add(p.rate, v)
 			} else {
 				skipValue(c.env, p.ratePath, err)
@@ -374,14 +375,14 @@ func (c *rdmaCollector) collectDevice(d *ibDevice, rails []Rail, b *exposition.B
 }
 
 func (c *rdmaCollector) readState(path string) (int, string, error) {
-	b, err := c.reader.read(path, c.buf[:])
+	b, err := c.reader.Read(path, c.buf[:])
 	if err != nil {
-		if !isGone(err) {
+		if !sysfs.IsGone(err) {
 			skipValue(c.env, path, err)
 		}
 		return 0, "", err
 	}
-	id, name, err := parseState(string(b))
+	id, name, err := sysfs.ParseState(string(b))
 	if err != nil {
 		skipValue(c.env, path, err)
 		return 0, "", err

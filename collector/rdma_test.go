@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -166,14 +167,15 @@ func TestRDMAReadErrorsAreIsolated(t *testing.T) {
 		"mlx5_0/ports/1/hw_counters/np_cnp_sent":           syscall.EINVAL,
 		"mlx5_0/ports/1/counters/port_xmit_data":           syscall.EIO,
 	}
-	c.reader.open = func(path string) (attrFile, error) {
+	c.reader = sysfs.NewReaderFunc(func(path string) (sysfs.File, error) {
 		for suffix, err := range faults {
 			if strings.HasSuffix(path, suffix) {
 				return faultFile{err}, nil
 			}
 		}
-		return openFD(path)
-	}
+		return sysfs.Open(path)
+	})
+	c.devices = sysfs.NewClassCache[*ibDevice](c.opts.sysPath("class", "infiniband"), c.reader)
 	compare(t, c, `
 # HELP fabric_rdma_port_received_bytes_total Bytes received by the port (port_rcv_data counts 4-octet words; multiplied by 4). On mlx5 RoCE this is RDMA traffic only.
 # TYPE fabric_rdma_port_received_bytes_total counter
@@ -216,7 +218,7 @@ func TestRDMADeviceRemovedAndRestored(t *testing.T) {
 	if n := count(); n != 3 {
 		t.Fatalf("series with mlx5_3 removed = %d, want 3", n)
 	}
-	if c.devices.has("mlx5_3") {
+	if c.devices.Has("mlx5_3") {
 		t.Error("removed device still cached")
 	}
 	if err := os.Symlink(target, link); err != nil {
@@ -291,8 +293,8 @@ func TestRDMASymlinksConfinedToSysfs(t *testing.T) {
 	c, _ := newTestRDMA(t, fixtureOptions(t, root))
 	// Symlinks are not regular files: list them as counters to make sure the
 	// read itself refuses them.
-	c.devices.get("mlx5_9", func(dir string) (*ibDevice, error) { return c.scanDevice("mlx5_9", dir) })
-	d, _ := c.devices.get("mlx5_9", nil)
+	c.devices.Get("mlx5_9", func(dir string) (*ibDevice, error) { return c.scanDevice("mlx5_9", dir) })
+	d, _ := c.devices.Get("mlx5_9", nil)
 	for _, f := range []string{"abs_escape", "rel_escape"} {
 		fam := c.family("fabric_rdma_hw_"+f+"_total", "h", prometheus.CounterValue)
 		d.ports[0].counters = append(d.ports[0].counters, counterFile{path: filepath.Join(hw, f), series: fam.With("mlx5_9", "1"), scale: 1})

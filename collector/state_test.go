@@ -349,55 +349,6 @@ func TestStateErrorIsNoData(t *testing.T) {
 	}
 }
 
-func TestParseNetDev(t *testing.T) {
-	in := []byte(`Inter-|   Receive                                                |  Transmit
- face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
-    lo: 1000      10    0    0    0     0          0         0     1000      10    0    0    0     0       0          0
-  eth0: 2195783498134 1 0 0 0 0 0 0 352713922 2 0 0 0 0 0 0
-`)
-	rx, tx, err := parseNetDev(in)
-	if err != nil || rx != 2195783499134 || tx != 352714922 {
-		t.Errorf("parseNetDev = %v, %v, %v", rx, tx, err)
-	}
-	if _, _, err := parseNetDev([]byte("  eth0: 1 2 3\n")); err == nil {
-		t.Error("short line accepted")
-	}
-}
-
-// The self metrics' summary (go_gc_duration_seconds) comes out the same
-// through the text writer and through Collect.
-func TestSelfMetricsSummaryBothPaths(t *testing.T) {
-	e, err := NewExporter(nil, &Options{}, log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.SetSelfMetrics(NewSelfMetrics(e.Families(), "/proc"))
-	var buf bytes.Buffer
-	if err := e.WriteText(&buf); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"# TYPE go_gc_duration_seconds summary\n", `go_gc_duration_seconds{quantile="0.5"} `, "\ngo_gc_duration_seconds_sum ", "\ngo_gc_duration_seconds_count "} {
-		if !strings.Contains(buf.String(), want) {
-			t.Errorf("text lacks %q", want)
-		}
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(e)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, mf := range mfs {
-		if mf.GetName() == "go_gc_duration_seconds" {
-			found = mf.GetType().String() == "SUMMARY" && len(mf.GetMetric()[0].GetSummary().GetQuantile()) == 5
-		}
-	}
-	if !found {
-		t.Error("Collect lacks the go_gc_duration_seconds summary with 5 quantiles")
-	}
-}
-
 // Collectors with per-device or per-process loops stop when the scrape's
 // context ends.
 func TestCollectorsHonourContext(t *testing.T) {

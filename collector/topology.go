@@ -1,11 +1,11 @@
 package collector
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -119,7 +119,7 @@ func (c *topologyCollector) Update(ctx context.Context, b *exposition.Batch) err
 	sig, found := uint64(14695981039346656037), 0
 	for _, d := range c.dirs {
 		var err error
-		sig, err = dirHash(d, sig)
+		sig, err = sysfs.DirHash(d, sig)
 		if err == nil {
 			found++
 		} else if !errors.Is(err, os.ErrNotExist) {
@@ -173,15 +173,15 @@ func (c *topologyCollector) rebuild() {
 // findGPUs lists NVIDIA display (0x0300) and 3D (0x0302) controllers in
 // bus/pci/devices, in PCI bus order, named by index.
 func (c *topologyCollector) findGPUs(devRoot string) []*pciLoc {
-	names, _ := listDir(c.dirs[0], false)
+	names, _ := sysfs.ListDir(c.dirs[0], false)
 	sort.Strings(names)
 	var gpus []*pciLoc
 	for _, bdf := range names {
 		dir := filepath.Join(c.dirs[0], bdf)
-		if readSmall(c.sysfs, filepath.Join(dir, "vendor")) != nvidiaVendor {
+		if sysfs.ReadSmall(c.sysfs, filepath.Join(dir, "vendor")) != nvidiaVendor {
 			continue
 		}
-		class := readSmall(c.sysfs, filepath.Join(dir, "class"))
+		class := sysfs.ReadSmall(c.sysfs, filepath.Join(dir, "class"))
 		if !strings.HasPrefix(class, "0x0300") && !strings.HasPrefix(class, "0x0302") {
 			continue
 		}
@@ -199,7 +199,7 @@ func (c *topologyCollector) findGPUs(devRoot string) []*pciLoc {
 // locateClass places every entry of a class directory that sits on a PCI
 // function; virtual devices (lo, bridges, rxe) are left out.
 func (c *topologyCollector) locateClass(devRoot, dir string) []*pciLoc {
-	names, _ := listDir(dir, false)
+	names, _ := sysfs.ListDir(dir, false)
 	sort.Strings(names)
 	var out []*pciLoc
 	for _, n := range names {
@@ -217,7 +217,7 @@ func (c *topologyCollector) locateClass(devRoot, dir string) []*pciLoc {
 }
 
 func (c *topologyCollector) skip(path string, err error) {
-	if isGone(err) {
+	if sysfs.IsGone(err) {
 		return
 	}
 	c.env.ReadErrors.Inc()
@@ -251,24 +251,9 @@ func (c *topologyCollector) locate(devRoot, path string) (*pciLoc, error) {
 	}
 	l := &pciLoc{bdf: parts[last], root: parts[0], chain: parts[1 : last+1], numa: -1}
 	fn := filepath.Join(devRoot, filepath.Join(parts[:last+1]...))
-	if v, err := parseSysfsInt([]byte(readSmall(c.sysfs, filepath.Join(fn, "numa_node")))); err == nil && v >= 0 {
+	if v, err := sysfs.ParseInt([]byte(sysfs.ReadSmall(c.sysfs, filepath.Join(fn, "numa_node")))); err == nil && v >= 0 {
 		l.numa, l.numaLabel = int(v), strconv.FormatInt(v, 10)
 	}
-	l.cpulist = readSmall(c.sysfs, filepath.Join(fn, "local_cpulist"))
+	l.cpulist = sysfs.ReadSmall(c.sysfs, filepath.Join(fn, "local_cpulist"))
 	return l, nil
-}
-
-// readSmall returns the trimmed content of a small file below root (the
-// sysfs root; links leaving it are not followed), "" when unreadable.
-func readSmall(root, path string) string {
-	c := &confined{root: filepath.Clean(root)}
-	defer c.close()
-	f, err := c.open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var buf [maxAttrSize]byte
-	n, _ := f.ReadAt(buf[:], 0)
-	return string(bytes.TrimSpace(buf[:max(n, 0)]))
 }

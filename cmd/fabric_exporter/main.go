@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/fabric-exporter/fabric_exporter/internal/selfmetrics"
 	"html"
 	"log/slog"
 	"net/http"
@@ -178,8 +179,8 @@ func newMux(exp *collector.Exporter, opts *collector.Options, metricsPath string
 		// Process, Go and handler metrics under client_golang's names,
 		// written by the exporter: client_golang's collectors cost several
 		// times more per scrape (BenchmarkSelfMetrics).
-		self := collector.NewSelfMetrics(exp.Families(), "/proc")
-		self.Handler = collector.NewHandlerMetrics(exp.Families())
+		self := selfmetrics.New(exp.Families(), "/proc")
+		self.Handler = selfmetrics.NewHandlerMetrics(exp.Families())
 		exp.SetSelfMetrics(self)
 		handler = instrument(self.Handler, handler)
 	}
@@ -199,7 +200,7 @@ func newMux(exp *collector.Exporter, opts *collector.Options, metricsPath string
 }
 
 // instrument counts the scrapes of h in hm (promhttp_metric_handler_*).
-func instrument(hm *collector.HandlerMetrics, h http.Handler) http.Handler {
+func instrument(hm *selfmetrics.HandlerMetrics, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hm.Begin()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}

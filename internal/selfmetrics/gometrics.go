@@ -1,4 +1,4 @@
-package collector
+package selfmetrics
 
 import (
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"

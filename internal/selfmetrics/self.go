@@ -1,9 +1,14 @@
-package collector
+// Package selfmetrics writes the exporter's own process_*, go_* and
+// promhttp_* metrics (the names, types and help of client_golang's process,
+// Go and handler collectors, which a test in cmd/fabric_exporter compares
+// both ways) and fabric_exporter_build_info, into exposition batches.
+package selfmetrics
 
 import (
 	"bytes"
 	"errors"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"runtime"
 	"sync"
@@ -22,7 +27,7 @@ import (
 // it writes the same names, types and meanings (a test compares them with
 // collectors.NewProcessCollector).
 type SelfMetrics struct {
-	reader    *sysReader
+	reader    *sysfs.Reader
 	procfs    string
 	start     float64
 	pageSize  float64
@@ -42,16 +47,16 @@ type SelfMetrics struct {
 	Handler *HandlerMetrics
 }
 
-// NewSelfMetrics returns the self-metrics writer, its families declared in
+// New returns the self-metrics writer, its families declared in
 // r; procfs is the proc mount of this process (normally /proc).
-func NewSelfMetrics(r *exposition.Registry, procfs string) *SelfMetrics {
+func New(r *exposition.Registry, procfs string) *SelfMetrics {
 	g := prometheus.GaugeValue
 	c := prometheus.CounterValue
 	one := func(name, help string, typ prometheus.ValueType) *exposition.Series {
 		return r.NewFamily(name, help, typ).With()
 	}
 	s := &SelfMetrics{
-		reader:    newSysReader(),
+		reader:    sysfs.NewReader(),
 		procfs:    procfs,
 		start:     float64(time.Now().UnixNano()) / 1e9,
 		pageSize:  float64(os.Getpagesize()),
@@ -88,13 +93,13 @@ func (s *SelfMetrics) Add(b *exposition.Batch) {
 		b.Add(s.cpu, float64(ru.Utime.Nano()+ru.Stime.Nano())/1e9)
 	}
 	var buf [256]byte
-	if raw, err := s.reader.read(s.procfs+"/self/statm", buf[:]); err == nil {
+	if raw, err := s.reader.Read(s.procfs+"/self/statm", buf[:]); err == nil {
 		f := bytes.Fields(raw)
 		if len(f) >= 2 {
-			if v, err := parseSysfsUint(f[0]); err == nil {
+			if v, err := sysfs.ParseUint(f[0]); err == nil {
 				b.Add(s.vsz, float64(v)*s.pageSize)
 			}
-			if v, err := parseSysfsUint(f[1]); err == nil {
+			if v, err := sysfs.ParseUint(f[1]); err == nil {
 				b.Add(s.rss, float64(v)*s.pageSize)
 			}
 		}
@@ -139,14 +144,14 @@ func (s *SelfMetrics) Add(b *exposition.Batch) {
 // readNetDev sums the received and transmitted bytes of every interface in
 // /proc/self/net/dev.
 func (s *SelfMetrics) readNetDev() (rx, tx float64, err error) {
-	f, err := openFD(s.procfs + "/self/net/dev")
+	f, err := sysfs.Open(s.procfs + "/self/net/dev")
 	if err != nil {
 		return 0, 0, err
 	}
 	defer f.Close()
 	n := 0
 	for n < len(s.netBuf) {
-		m, err := f.(fdFile).Read(s.netBuf[n:])
+		m, err := f.(sysfs.FD).Read(s.netBuf[n:])
 		if err != nil {
 			return 0, 0, err
 		}
@@ -179,8 +184,8 @@ func parseNetDev(b []byte) (rx, tx float64, err error) {
 		if len(f) < 16 {
 			return 0, 0, errBadNetDev
 		}
-		r, err1 := parseSysfsUint(f[0])
-		t, err2 := parseSysfsUint(f[8])
+		r, err1 := sysfs.ParseUint(f[0])
+		t, err2 := sysfs.ParseUint(f[8])
 		if err1 != nil || err2 != nil {
 			return 0, 0, errBadNetDev
 		}

@@ -1,4 +1,4 @@
-package collector
+package sysfs
 
 import (
 	"bytes"
@@ -11,11 +11,11 @@ import (
 
 var direntBufs = sync.Pool{New: func() any { return new([32 << 10]byte) }}
 
-// scanDir calls fn with the name of every entry of dir (not "." and
+// ScanDir calls fn with the name of every entry of dir (not "." and
 // ".."), read with raw getdents calls into a pooled buffer: no allocation
 // per entry, for directories listed on every scrape (/proc, sysfs class
 // directories). name is only valid during the call.
-func scanDir(dir string, fn func(name []byte)) error {
+func ScanDir(dir string, fn func(name []byte)) error {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return &os.PathError{Op: "open", Path: dir, Err: err}
@@ -52,11 +52,11 @@ func scanDir(dir string, fn func(name []byte)) error {
 	}
 }
 
-// dirHash folds the entry names of dir into an FNV-1a hash (order as the
+// DirHash folds the entry names of dir into an FNV-1a hash (order as the
 // kernel lists them, which is stable while the directory is unchanged).
-func dirHash(dir string, h uint64) (uint64, error) {
+func DirHash(dir string, h uint64) (uint64, error) {
 	const prime = 1099511628211
-	err := scanDir(dir, func(name []byte) {
+	err := ScanDir(dir, func(name []byte) {
 		for _, c := range name {
 			h ^= uint64(c)
 			h *= prime
