@@ -2,7 +2,6 @@ package alerts
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,30 +9,32 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 	"go.yaml.in/yaml/v3"
 )
 
-var update = flag.Bool("update", false, "rewrite fabric-rules.yml from the template and config")
+const renderedPath = RulesFile
 
-const renderedPath = "fabric-rules.yml"
-
-// The committed rule file is what the template and config render to.
-func TestRenderedRulesUpToDate(t *testing.T) {
-	got, err := Render(DefaultConfig())
+// The committed rule files are what the template, dcgm.go and config.yml
+// render to. The test only compares; `make rules` (go run ./alerts/gen)
+// writes them.
+func TestGeneratedUpToDate(t *testing.T) {
+	files, err := Generated(DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *update {
-		if err := os.WriteFile(renderedPath, got, 0o644); err != nil {
-			t.Fatal(err)
+	if len(files) != 2 {
+		t.Fatalf("%d generated files, want %s and %s", len(files), RulesFile, DCGMCompatFile)
+	}
+	for name, got := range files {
+		want, err := os.ReadFile(name)
+		if err != nil {
+			t.Errorf("%v: run make rules", err)
+			continue
 		}
-	}
-	want, err := os.ReadFile(renderedPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s is out of date: run `make rules`", renderedPath)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is out of date: run make rules", name)
+		}
 	}
 }
 
@@ -43,13 +44,7 @@ func TestRenderedRulesUpToDate(t *testing.T) {
 // tests run against a copy of the rules without annotations;
 // TestAlertAnnotations checks those.
 func TestPromtool(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("promtool not found")
-		}
-		t.Skip("promtool not found")
-	}
+	promtool := testenv.Tool(t, "promtool")
 	if out, err := exec.Command(promtool, "check", "rules", renderedPath).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
