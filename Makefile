@@ -30,7 +30,7 @@ GOVULNCHECK_VERSION ?= v1.9.0
 GOVULNDB  ?=
 SNAPSHOT_DB ?= ../shared/govulndb/govulndb.tar.gz
 
-.PHONY: all build build-analyze vulncheck test test-scaleout bench-fleet vet fmt nogpu checkmetrics demo bench bench-nccl fuzz fixtures rules update-golden dashboards analyze-example clean
+.PHONY: all build build-analyze vulncheck test test-scaleout bench-fleet vet fmt nogpu checkmetrics run demo bench bench-nccl fuzz fixtures rules update-golden dashboards analyze-example clean
 
 all: test build build-analyze
 
@@ -39,7 +39,7 @@ all: test build build-analyze
 build:
 	$(GO) build -ldflags '$(STRIP) $(LDFLAGS)' -o $(BIN) ./cmd/fabric_exporter
 
-# fabric_analyze, the benchmark sweep analysis (README "Benchmark analysis").
+# fabric_analyze, the benchmark sweep analysis (docs/analysis.md).
 build-analyze:
 	$(GO) build -ldflags '$(STRIP) $(LDFLAGS)' -o $(ANALYZE_BIN) ./cmd/fabric_analyze
 
@@ -97,6 +97,14 @@ fmt:
 checkmetrics:
 	$(PROMTOOL) check metrics < collector/fixtures/e2e-output.txt
 
+# Build and run the exporter on this host, quietly: the build prints nothing
+# (CGO_CFLAGS above silences go-nvml's deprecation warnings, which a plain
+# `go run ./cmd/fabric_exporter` shows on its first build), then only the
+# exporter's log lines. Flags: make run ARGS='--rail=rail0=mlx5_0:1'.
+run:
+	@$(GO) build -ldflags '$(STRIP) $(LDFLAGS)' -o $(BIN) ./cmd/fabric_exporter
+	@exec ./$(BIN) $(ARGS)
+
 # Run the exporter against the bundled fixture trees: every metric family,
 # no RDMA hardware needed. Then open http://localhost:10470/metrics.
 demo: build
@@ -107,10 +115,11 @@ demo: build
 	  --collector.nccl-inspector.dump-dir=collector/fixtures/nccl-inspector/json --collector.nccl-inspector.retention=0 \
 	  --web.listen-address=$(DEMO_ADDR)
 
-# Re-render alerts/fabric-rules.yml from alerts/rules.yml.tmpl and alerts/config.yml,
-# and the Kubernetes PrometheusRule from alerts/fabric-rules.yml.
+# Re-render alerts/fabric-rules.yml (alerts/rules.yml.tmpl, alerts/config.yml)
+# and alerts/dcgm-compat-rules.yml, then the Kubernetes PrometheusRule from
+# alerts/fabric-rules.yml. The tests only check that these are up to date.
 rules:
-	$(GO) test ./alerts -run 'TestRenderedRulesUpToDate|TestDCGMCompatUpToDate' -update
+	$(GO) run ./alerts/gen -dir alerts
 	$(GO) run ./deploy/kubernetes/gen
 
 update-golden:
@@ -126,7 +135,7 @@ fixtures:
 dashboards:
 	$(GO) run ./dashboards/gen -out dashboards/json
 
-# The README's worked example of `fabric_analyze` (docs/analyze/):
+# The worked example of `fabric_analyze` in docs/analysis.md (docs/analyze/):
 # the analysis of the synthetic sweep served by a real Prometheus
 # (needs Debian's prometheus package).
 analyze-example:

@@ -27,9 +27,6 @@ var DCGMFields = []DCGMField{
 	{"DCGM_FI_DEV_GPU_UTIL", "fabric_gpu_utilization_ratio", " * 100"},
 }
 
-// dcgmCompatPath is the optional recording-rule file (make rules).
-const dcgmCompatPath = "dcgm-compat-rules.yml"
-
 // RenderDCGMCompat returns recording rules that write this exporter's GPU
 // series under dcgm-exporter's names and labels: gpu, UUID, pci_bus_id,
 // device ("nvidia<gpu>"), modelName, Hostname and hostname (the instance

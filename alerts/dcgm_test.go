@@ -6,25 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// The committed dcgm-compat-rules.yml is what RenderDCGMCompat writes
-// (`make rules` rewrites it with -update).
-func TestDCGMCompatUpToDate(t *testing.T) {
-	got := RenderDCGMCompat(DefaultConfig())
-	if *update {
-		if err := os.WriteFile(dcgmCompatPath, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(dcgmCompatPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s is stale: run make rules", dcgmCompatPath)
-	}
-}
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
+)
 
 // promtool check rules, and promtool's unit tests (tests/dcgm/): the names
 // and labels a dcgm-exporter dashboard selects on, for a GPU in a pod, a
@@ -40,22 +24,16 @@ func TestDCGMCompatPromtool(t *testing.T) {
 			t.Errorf("docs/kubernetes.md: no mapping row for %s", f.DCGM)
 		}
 	}
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("promtool not found")
-		}
-		t.Skip("promtool not found")
-	}
-	if out, err := exec.Command(promtool, "check", "rules", dcgmCompatPath).CombinedOutput(); err != nil {
+	promtool := testenv.Tool(t, "promtool")
+	if out, err := exec.Command(promtool, "check", "rules", DCGMCompatFile).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
 	dir := t.TempDir()
-	b, err := os.ReadFile(dcgmCompatPath)
+	b, err := os.ReadFile(DCGMCompatFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, dcgmCompatPath), b, 0o644)
+	os.WriteFile(filepath.Join(dir, DCGMCompatFile), b, 0o644)
 	files, _ := filepath.Glob("tests/dcgm/*_test.yml")
 	if len(files) == 0 {
 		t.Fatal("no tests")

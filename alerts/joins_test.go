@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -77,13 +78,7 @@ func TestDocumentedJoins(t *testing.T) {
 		}
 	}
 
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("promtool not found")
-		}
-		t.Skip("promtool not found")
-	}
+	promtool := testenv.Tool(t, "promtool")
 	out, err := exec.Command(promtool, append([]string{"test", "rules"}, files...)...).CombinedOutput()
 	if err != nil || strings.Count(string(out), "SUCCESS") != len(files) {
 		t.Fatalf("promtool test rules: %v\n%s", err, out)

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"text/template"
@@ -96,15 +95,6 @@ func ParseConfig(b []byte) (Config, error) {
 		return c, fmt.Errorf("alerts config: ncclInspectorBusBandwidthRatio %v: must be in (0, 1]", r)
 	}
 	return c, nil
-}
-
-// LoadConfig reads a config file.
-func LoadConfig(path string) (Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, err
-	}
-	return ParseConfig(b)
 }
 
 // RetransCounters are the hw_counters of the retransmission class.

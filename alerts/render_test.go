@@ -2,38 +2,40 @@ package alerts
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 	"go.yaml.in/yaml/v3"
 )
 
-var update = flag.Bool("update", false, "rewrite fabric-rules.yml from the template and config")
+const renderedPath = RulesFile
 
-const renderedPath = "fabric-rules.yml"
-
-// The committed rule file is what the template and config render to.
-func TestRenderedRulesUpToDate(t *testing.T) {
-	got, err := Render(DefaultConfig())
+// The committed rule files are what the template, dcgm.go and config.yml
+// render to. The test only compares; `make rules` (go run ./alerts/gen)
+// writes them.
+func TestGeneratedUpToDate(t *testing.T) {
+	files, err := Generated(DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *update {
-		if err := os.WriteFile(renderedPath, got, 0o644); err != nil {
-			t.Fatal(err)
+	if len(files) != 2 {
+		t.Fatalf("%d generated files, want %s and %s", len(files), RulesFile, DCGMCompatFile)
+	}
+	for name, got := range files {
+		want, err := os.ReadFile(name)
+		if err != nil {
+			t.Errorf("%v: run make rules", err)
+			continue
 		}
-	}
-	want, err := os.ReadFile(renderedPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s is out of date: run `make rules`", renderedPath)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is out of date: run make rules", name)
+		}
 	}
 }
 
@@ -43,13 +45,7 @@ func TestRenderedRulesUpToDate(t *testing.T) {
 // tests run against a copy of the rules without annotations;
 // TestAlertAnnotations checks those.
 func TestPromtool(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("promtool not found")
-		}
-		t.Skip("promtool not found")
-	}
+	promtool := testenv.Tool(t, "promtool")
 	if out, err := exec.Command(promtool, "check", "rules", renderedPath).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
@@ -154,17 +150,72 @@ func stripAnnotations(path string) ([]byte, error) {
 	return yaml.Marshal(rf)
 }
 
-// Every alert the issue names exists, has a severity, a summary, a
-// description and a runbook link to a README section that exists; every
+// runbookPath is the runbook document, relative to this package.
+const runbookPath = "../docs/runbooks.md"
+
+// githubAnchor is the anchor GitHub gives a Markdown heading: lower case,
+// spaces to '-', every other character but letters, digits, '-' and '_'
+// dropped.
+func githubAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// runbookSections returns the anchors of the level-2 headings ("## X",
+// one per alert) of a runbook document, outside code blocks.
+func runbookSections(doc string) map[string]bool {
+	sections := map[string]bool{}
+	fence := false
+	for _, l := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(l, "```") {
+			fence = !fence
+		}
+		if h, ok := strings.CutPrefix(l, "## "); ok && !fence {
+			sections[githubAnchor(h)] = true
+		}
+	}
+	return sections
+}
+
+func TestGitHubAnchor(t *testing.T) {
+	for h, want := range map[string]string{
+		"NCCLSocketFallback":         "ncclsocketfallback",
+		"Time to page":               "time-to-page",
+		"`nccl-inspector`":           "nccl-inspector",
+		"Try it: the GPU fire drill": "try-it-the-gpu-fire-drill",
+		"snake_case (v2.1)":          "snake_case-v21",
+	} {
+		if got := githubAnchor(h); got != want {
+			t.Errorf("githubAnchor(%q) = %q, want %q", h, got, want)
+		}
+	}
+}
+
+// Every alert the issues name exists, has a severity, a summary, a
+// description and a runbook_url that points at its section of
+// docs/runbooks.md (docs/runbooks.md#<alert in lower case>), which exists;
+// docs/runbooks.md has no section for an alert that does not exist; every
 // alert has a promtool test.
 func TestAlertAnnotations(t *testing.T) {
 	rf, err := readRules(renderedPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	doc, err := os.ReadFile(runbookPath)
 	if err != nil {
 		t.Fatal(err)
+	}
+	sections := runbookSections(string(doc))
+	if len(sections) == 0 {
+		t.Fatalf("%s has no '## ' sections", runbookPath)
 	}
 	var tests []byte
 	files, _ := filepath.Glob("tests/*_test.yml")
@@ -178,6 +229,7 @@ func TestAlertAnnotations(t *testing.T) {
 		"GPUActivityMissing", "CrossNUMAPlacement", "FabricCollectorFailing", "FabricExporterDown", "PodWithoutRDMADevice"} {
 		want[a] = true
 	}
+	linked := map[string]bool{}
 	for _, g := range rf.Groups {
 		for _, r := range g.Rules {
 			if r.Alert == "" {
@@ -193,11 +245,12 @@ func TestAlertAnnotations(t *testing.T) {
 				}
 			}
 			anchor := strings.ToLower(r.Alert)
-			if !strings.HasSuffix(r.Annotations["runbook_url"], "README.md#"+anchor) {
-				t.Errorf("%s: runbook_url %q", r.Alert, r.Annotations["runbook_url"])
+			linked[anchor] = true
+			if !strings.HasSuffix(r.Annotations["runbook_url"], "docs/runbooks.md#"+anchor) {
+				t.Errorf("%s: runbook_url %q, want …docs/runbooks.md#%s", r.Alert, r.Annotations["runbook_url"], anchor)
 			}
-			if !strings.Contains(string(readme), "\n#### "+r.Alert+"\n") {
-				t.Errorf("%s: README has no section '#### %s'", r.Alert, r.Alert)
+			if !sections[anchor] {
+				t.Errorf("%s: %s has no section '## %s' (anchor #%s)", r.Alert, runbookPath, r.Alert, anchor)
 			}
 			if n := strings.Count(string(tests), "alertname: "+r.Alert+"\n"); n < 2 {
 				t.Errorf("%s: %d promtool cases, want a firing and a healthy one", r.Alert, n)
@@ -206,6 +259,11 @@ func TestAlertAnnotations(t *testing.T) {
 	}
 	for a := range want {
 		t.Errorf("alert %s is missing", a)
+	}
+	for s := range sections {
+		if !linked[s] {
+			t.Errorf("%s: section #%s is the runbook of no alert (stale?)", runbookPath, s)
+		}
 	}
 }
 

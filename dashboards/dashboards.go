@@ -36,7 +36,7 @@ type spec struct {
 	Build func(c alerts.Config) (dashboard.Dashboard, error)
 }
 
-// specs lists the dashboards, in the order of the README.
+// specs lists the dashboards, in the order of docs/dashboards.md.
 var specs = []spec{
 	{UID: "fabric-overview", File: "fabric-overview.json", Build: fabricOverview},
 	{UID: "fabric-gpu-activity", File: "gpu-activity.json", Build: gpuActivity},
