@@ -9,8 +9,8 @@
 #     -v /sys:/host/sys:ro -v /proc:/host/proc:ro -v /:/host/root:ro,rslave \
 #     fabric_exporter
 #
-# (add `--runtime nvidia` or `--gpus all` for the gpu collector; README,
-# "Install"). The image carries the exporter only: the benchmark analysis,
+# (add `--runtime nvidia` or `--gpus all` for the gpu collector; docs/install.md,
+# "Docker"). The image carries the exporter only: the benchmark analysis,
 # fabric_analyze, runs wherever Prometheus is reachable (make build-analyze)
 # and keeps its plotting libraries out of this privileged image. Both base images are build arguments so that a mirror or a
 # locally built stand-in can replace them (deploy/docker/test-image.sh does).

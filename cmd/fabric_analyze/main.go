@@ -1,7 +1,7 @@
 // Command fabric_analyze analyzes a benchmark sweep from Prometheus: RDMA
 // throughput per rail, bytes per input token, the knee and a saturation
-// fit, with Markdown/CSV tables and PNG/SVG plots (package analyze; README
-// "Benchmark analysis").
+// fit, with Markdown/CSV tables and PNG/SVG plots (package analyze;
+// docs/analysis.md).
 //
 // It is a separate binary so that the exporter, which runs privileged on
 // every GPU node, carries no plotting code: gonum/plot, its fonts and
@@ -38,7 +38,7 @@ type command struct {
 }
 
 func newApp(a *command) *kingpin.Application {
-	app := kingpin.New(name, "Analyze a benchmark sweep from Prometheus: RDMA throughput per rail, bytes per input token, the knee and a saturation fit, with Markdown/CSV tables and PNG/SVG plots. See fabric_exporter's README, \"Benchmark analysis\".")
+	app := kingpin.New(name, "Analyze a benchmark sweep from Prometheus: RDMA throughput per rail, bytes per input token, the knee and a saturation fit, with Markdown/CSV tables and PNG/SVG plots. See fabric_exporter's docs/analysis.md.")
 	app.Flag("prometheus.url", "Prometheus base URL, e.g. http://prometheus:9090.").Required().PlaceHolder("URL").StringVar(&a.cfg.PrometheusURL)
 	app.Flag("sweep", "The sweep (repeatable; a quoted glob such as 'bench/c*.log' is expanded): a sweep file (.yaml/.yml/.csv with name, concurrency, start, end) or SGLang bench_serving output (any other file; timestamped lines).").Required().PlaceHolder("FILE").StringsVar(&a.cfg.Sweep)
 	app.Flag("compare", "A second sweep (repeatable, same forms) to compare point by point with --sweep (A/B mode).").PlaceHolder("FILE").StringsVar(&a.cfg.Compare)

@@ -167,7 +167,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The documented restrictions (README, "Install"): read-only root, all
+# The documented restrictions (docs/install.md, "Docker"): read-only root, all
 # capabilities dropped but the two the binary carries, no new privileges,
 # the host trees read-only. Here the "host" is the fixture tree: the whole
 # sysfs tree is mounted, its class links are relative symlinks inside it.
@@ -257,7 +257,7 @@ else
 fi
 
 # Without the two capabilities in the bounding set the kernel refuses to
-# exec the binary (README says so; this keeps it true).
+# exec the binary (docs/install.md, "Docker", says so; this keeps it true).
 nocap=fabric-exporter-ci-nocap-$$
 containers+=("$nocap")
 docker run --name "$nocap" --cap-drop ALL "$IMAGE" --version >/dev/null 2>&1 && rc=0 || rc=$?
