@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
-	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/gpu"
@@ -82,20 +81,10 @@ func newGPUCollector(env Env, o *Options) (Collector, error) {
 	default:
 		mk = nvidia.New
 	}
-	logf := func(lvl, msg string, kv ...any) {
-		l := level.Info(env.Logger)
-		switch lvl {
-		case "debug":
-			l = level.Debug(env.Logger)
-		case "warn":
-			l = level.Warn(env.Logger)
-		}
-		l.Log(append([]any{"msg", msg}, kv...)...)
-	}
 	gg := prometheus.GaugeValue
 	c := &gpuCollector{
 		env: env, opts: o, make: mk, numa: map[string]string{},
-		bo: gpu.Options{Source: g.Source, DCGMAddress: g.DCGMAddress, DCGMEmbedded: g.DCGMEmbedded, Interval: g.Interval, Logf: logf},
+		bo: gpu.Options{Source: g.Source, DCGMAddress: g.DCGMAddress, DCGMEmbedded: g.DCGMEmbedded, Interval: g.Interval, Logger: env.Logger},
 		info: env.Families.NewFamily("fabric_gpu_info", "GPU metadata; numa_node comes from sysfs (\"\" when the kernel reports none).",
 			gg, "gpu", "uuid", "name", "pci_bus_id", "numa_node", "driver_version"),
 		proc:      env.Families.NewFamily("fabric_gpu_process_info", "A compute process on the GPU (host PID namespace).", gg, "gpu", "uuid", "pid"),

@@ -5,6 +5,7 @@ package gpu
 
 import (
 	"errors"
+	"github.com/go-kit/log"
 	"time"
 )
 
@@ -114,7 +115,7 @@ type Options struct {
 	DCGMAddress  string        // host:port of nv-hostengine
 	DCGMEmbedded bool          // run the host engine inside the exporter
 	Interval     time.Duration // sampling period (GPM window, DCGM update period)
-	Logf         func(level, msg string, kv ...any)
+	Logger       log.Logger    // nil: no logging
 }
 
 // ErrNotBuilt is returned when the binary was built without GPU support.

@@ -10,6 +10,8 @@ package nvidia
 import (
 	"errors"
 	"fmt"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 	"sync"
 	"time"
 
@@ -28,8 +30,8 @@ func New(o gpu.Options) (gpu.Backend, error) {
 	if o.Interval <= 0 {
 		o.Interval = time.Second
 	}
-	if o.Logf == nil {
-		o.Logf = func(string, string, ...any) {}
+	if o.Logger == nil {
+		o.Logger = log.NewNopLogger()
 	}
 	var dc dcgmAPI = &realDCGM{address: o.DCGMAddress, embedded: o.DCGMEmbedded}
 	return newBackend(o, nvml.New(), dc)
@@ -47,13 +49,13 @@ func newBackend(o gpu.Options, lib nvml.Interface, dc dcgmAPI) (*backend, error)
 			useDCGM = true
 			dc.Close() // the poller connects for real below
 		} else {
-			o.Logf("info", "DCGM host engine not reachable, using NVML", "err", err)
+			level.Info(o.Logger).Log("msg", "DCGM host engine not reachable, using NVML", "err", err)
 		}
 	case "nvml":
 	default:
 		return nil, fmt.Errorf("unknown GPU source %q (want auto, dcgm or nvml)", o.Source)
 	}
-	nv, err := startNVML(lib, o.Interval, !useDCGM, o.Logf)
+	nv, err := startNVML(lib, o.Interval, !useDCGM, o.Logger)
 	if err != nil && !useDCGM {
 		return nil, err
 	}
@@ -61,7 +63,7 @@ func newBackend(o gpu.Options, lib nvml.Interface, dc dcgmAPI) (*backend, error)
 		b.nvml = nv
 	}
 	if useDCGM {
-		b.dcgm = startDCGM(dc, o.Interval, o.Logf)
+		b.dcgm = startDCGM(dc, o.Interval, o.Logger)
 	}
 	return b, nil
 }

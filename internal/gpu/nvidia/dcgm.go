@@ -4,6 +4,8 @@ package nvidia
 
 import (
 	"fmt"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 	"math"
 	"sync"
 	"time"
@@ -106,7 +108,7 @@ type dcgmPoller struct {
 	api                    dcgmAPI
 	interval               time.Duration
 	minBackoff, maxBackoff time.Duration
-	logf                   func(level, msg string, kv ...any)
+	logger                 log.Logger
 	fields                 []dcgm.Short
 
 	mu     sync.Mutex
@@ -130,8 +132,8 @@ const (
 	maxBackoff = 30 * time.Second
 )
 
-func startDCGM(api dcgmAPI, interval time.Duration, logf func(string, string, ...any)) *dcgmPoller {
-	p := &dcgmPoller{api: api, interval: interval, logf: logf, fields: dcgmFields[:], minBackoff: minBackoff, maxBackoff: maxBackoff,
+func startDCGM(api dcgmAPI, interval time.Duration, logger log.Logger) *dcgmPoller {
+	p := &dcgmPoller{api: api, interval: interval, logger: logger, fields: dcgmFields[:], minBackoff: minBackoff, maxBackoff: maxBackoff,
 		values: map[string]*dcgmGPU{}, quit: make(chan struct{}), done: make(chan struct{})}
 	connected := p.connect()
 	go p.loop(connected)
@@ -140,15 +142,15 @@ func startDCGM(api dcgmAPI, interval time.Duration, logf func(string, string, ..
 
 func (p *dcgmPoller) connect() bool {
 	if err := p.api.Connect(); err != nil {
-		p.logf("debug", "DCGM connect failed", "err", err)
+		level.Debug(p.logger).Log("msg", "DCGM connect failed", "err", err)
 		return false
 	}
 	if err := p.api.Watch(p.fields, p.interval); err != nil {
-		p.logf("warn", "DCGM watch failed", "err", err)
+		level.Warn(p.logger).Log("msg", "DCGM watch failed", "err", err)
 		p.api.Close()
 		return false
 	}
-	p.logf("info", "connected to DCGM")
+	level.Info(p.logger).Log("msg", "connected to DCGM")
 	p.poll()
 	return true
 }
@@ -179,7 +181,7 @@ func (p *dcgmPoller) loop(connected bool) {
 			continue
 		}
 		if !p.poll() {
-			p.logf("warn", "lost the DCGM host engine; reconnecting", "backoff", backoff.String())
+			level.Warn(p.logger).Log("msg", "lost the DCGM host engine; reconnecting", "backoff", backoff.String())
 			p.api.Close()
 			connected, wait = false, backoff
 		}

@@ -5,6 +5,7 @@ package nvidia
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/go-kit/log"
 	"math"
 	"sync"
 	"testing"
@@ -17,7 +18,7 @@ import (
 	"github.com/fabric-exporter/fabric_exporter/internal/gpu"
 )
 
-func nopLog(string, string, ...any) {}
+var nopLog = log.NewNopLogger()
 
 func busID(s string) (b [32]int8) {
 	for i := range s {
@@ -286,7 +287,7 @@ func TestDCGMReconnect(t *testing.T) {
 	f := &fakeDCGM{up: true, values: map[dcgm.Short]dcgm.FieldValue_v1{
 		1002: fp64(1002, 0.92, now), 1009: i64(1009, 498948, now), 1003: fp64(1003, dcgm.DCGM_FT_FP64_BLANK, now),
 	}}
-	p := &dcgmPoller{api: f, interval: 10 * time.Millisecond, logf: nopLog, fields: dcgmFields[:],
+	p := &dcgmPoller{api: f, interval: 10 * time.Millisecond, logger: log.NewNopLogger(), fields: dcgmFields[:],
 		minBackoff: 5 * time.Millisecond, maxBackoff: 40 * time.Millisecond,
 		values: map[string]*dcgmGPU{}, quit: make(chan struct{}), done: make(chan struct{})}
 	go p.loop(p.connect())
@@ -326,7 +327,7 @@ func TestDCGMReconnect(t *testing.T) {
 func TestAutoSource(t *testing.T) {
 	f := &fakeNVML{lost: map[int]bool{}}
 	f.metrics = func(*nvml.GpmMetricsGetType) nvml.Return { return nvml.SUCCESS }
-	b, err := newBackend(gpu.Options{Source: "auto", Interval: time.Hour, Logf: nopLog}, f.lib(1, true, nvml.SUCCESS), &fakeDCGM{up: false})
+	b, err := newBackend(gpu.Options{Source: "auto", Interval: time.Hour, Logger: log.NewNopLogger()}, f.lib(1, true, nvml.SUCCESS), &fakeDCGM{up: false})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +337,7 @@ func TestAutoSource(t *testing.T) {
 		t.Errorf("auto without DCGM: source %q", s.Source)
 	}
 	dc := &fakeDCGM{up: true, values: map[dcgm.Short]dcgm.FieldValue_v1{1004: fp64(1004, 0.5, time.Now())}}
-	b, err = newBackend(gpu.Options{Source: "auto", Interval: time.Hour, Logf: nopLog}, f.lib(1, true, nvml.SUCCESS), dc)
+	b, err = newBackend(gpu.Options{Source: "auto", Interval: time.Hour, Logger: log.NewNopLogger()}, f.lib(1, true, nvml.SUCCESS), dc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func TestAutoSource(t *testing.T) {
 	if s.Source != "dcgm" || s.DCGMUp == nil || !*s.DCGMUp || s.Devices[0].Values[gpu.TensorActive].V != 0.5 || s.Devices[0].PIDs[0] != 1000 {
 		t.Errorf("auto with DCGM: %+v", s)
 	}
-	if _, err := newBackend(gpu.Options{Source: "bogus", Interval: time.Hour, Logf: nopLog}, f.lib(1, true, nvml.SUCCESS), dc); err == nil {
+	if _, err := newBackend(gpu.Options{Source: "bogus", Interval: time.Hour, Logger: log.NewNopLogger()}, f.lib(1, true, nvml.SUCCESS), dc); err == nil {
 		t.Error("unknown source accepted")
 	}
 }

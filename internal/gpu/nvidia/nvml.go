@@ -5,6 +5,8 @@ package nvidia
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 	"sync"
 	"time"
 
@@ -34,7 +36,7 @@ var gpmMetrics = [gpu.NumFields]struct {
 type nvmlSampler struct {
 	lib           nvml.Interface
 	interval      time.Duration
-	logf          func(level, msg string, kv ...any)
+	logger        log.Logger
 	driverVersion string
 	anyGPM        bool
 	gpus          []*nvmlGPU
@@ -57,11 +59,11 @@ type nvmlGPU struct {
 	links   []int // NVLink links NVML reports a state for
 }
 
-func startNVML(lib nvml.Interface, interval time.Duration, withGPM bool, logf func(string, string, ...any)) (*nvmlSampler, error) {
+func startNVML(lib nvml.Interface, interval time.Duration, withGPM bool, logger log.Logger) (*nvmlSampler, error) {
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("%w: NVML init: %s", gpu.ErrNoGPU, lib.ErrorString(ret))
 	}
-	s := &nvmlSampler{lib: lib, interval: interval, logf: logf, quit: make(chan struct{}), done: make(chan struct{})}
+	s := &nvmlSampler{lib: lib, interval: interval, logger: logger, quit: make(chan struct{}), done: make(chan struct{})}
 	if v, ret := lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
 		s.driverVersion = v
 	}
@@ -73,7 +75,7 @@ func startNVML(lib nvml.Interface, interval time.Duration, withGPM bool, logf fu
 	for i := range n {
 		h, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			logf("warn", "skipping GPU", "index", i, "err", lib.ErrorString(ret))
+			level.Warn(logger).Log("msg", "skipping GPU", "index", i, "err", lib.ErrorString(ret))
 			continue
 		}
 		g := &nvmlGPU{h: h, dev: gpu.Device{Index: i}}
@@ -139,7 +141,7 @@ func (s *nvmlSampler) sample(now time.Time) {
 		d := g.dev
 		if err := s.sampleGPU(g, &d, now); err != nil {
 			g.lost = true
-			s.logf("warn", "GPU no longer answers; dropping it", "gpu", g.dev.Index, "uuid", g.dev.UUID, "err", err)
+			level.Warn(s.logger).Log("msg", "GPU no longer answers; dropping it", "gpu", g.dev.Index, "uuid", g.dev.UUID, "err", err)
 			continue
 		}
 		out = append(out, d)
