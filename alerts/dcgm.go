@@ -12,11 +12,11 @@ type DCGMField struct {
 	Scale        string // PromQL applied to the value ("" or " * 100")
 }
 
-// DCGMFields are the dcgm-exporter names the compatibility rules record.
+// dcgmFields are the dcgm-exporter names the compatibility rules record.
 // The PROF fields are ratios (0-1) and bytes per second in both exporters;
 // DCGM_FI_DEV_GPU_UTIL is a percentage, fabric_gpu_utilization_ratio the
 // same NVML utilization.gpu as a ratio.
-var DCGMFields = []DCGMField{
+var dcgmFields = []DCGMField{
 	{"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "fabric_gpu_graphics_engine_active_ratio", ""},
 	{"DCGM_FI_PROF_SM_ACTIVE", "fabric_gpu_sm_active_ratio", ""},
 	{"DCGM_FI_PROF_SM_OCCUPANCY", "fabric_gpu_sm_occupancy_ratio", ""},
@@ -45,7 +45,7 @@ groups:
 - name: fabric_exporter.dcgm_compat
   rules:
 `)
-	for _, f := range DCGMFields {
+	for _, f := range dcgmFields {
 		on := fmt.Sprintf("on (%s, instance, gpu, uuid)", C)
 		perGPU := fmt.Sprintf("(%s%s) * %s group_left (pci_bus_id, name) fabric_gpu_info", f.Fabric, f.Scale, on)
 		expr := fmt.Sprintf(`label_replace(label_replace(label_replace(label_replace(label_replace(

@@ -19,7 +19,7 @@ func TestDCGMCompatPromtool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range DCGMFields {
+	for _, f := range dcgmFields {
 		if !strings.Contains(string(doc), "| `"+f.DCGM+"` | `"+f.Fabric+"`") {
 			t.Errorf("docs/kubernetes.md: no mapping row for %s", f.DCGM)
 		}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -97,16 +98,24 @@ func ParseConfig(b []byte) (Config, error) {
 	return c, nil
 }
 
-// RetransCounters are the hw_counters of the retransmission class.
-var RetransCounters = []string{"local_ack_timeout_err", "packet_seq_err", "out_of_sequence", "implied_nak_seq_err", "roce_adp_retrans", "req_transport_retries_exceeded",
-	// congestion notifications, recorded alongside
+// retransCounters are the hw_counters of the retransmission class, the
+// first numRetrans summed into the retransmission rate, then the
+// congestion notifications, recorded alongside.
+var retransCounters = [...]string{"local_ack_timeout_err", "packet_seq_err", "out_of_sequence", "implied_nak_seq_err", "roce_adp_retrans", "req_transport_retries_exceeded",
 	"np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored"}
 
-// retransOnly are the counters summed into the retransmission rate.
-var retransOnly = RetransCounters[:6]
+const numRetrans = 6
 
-// GPUFields are the ratio fields averaged per node.
-var GPUFields = []string{"graphics_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active"}
+// RetransCounters returns the hw_counters of the retransmission class (a
+// copy): those summed into the retransmission rate, then the congestion
+// notifications.
+func RetransCounters() []string { return slices.Clone(retransCounters[:]) }
+
+// gpuFields are the ratio fields averaged per node.
+var gpuFields = [...]string{"graphics_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active"}
+
+// GPUFields returns the GPU ratio fields averaged per node (a copy).
+func GPUFields() []string { return slices.Clone(gpuFields[:]) }
 
 // Matchers returns the label matchers as a selector block ({…}), or "" when
 // there are none.
@@ -122,7 +131,7 @@ func Render(c Config) ([]byte, error) {
 	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 	data := map[string]any{
 		"W": c.RateWindow, "C": c.ClusterLabel, "Sel": c.ExporterSelector, "SGLang": Matchers(c.SGLangSelector), "Runbook": c.RunbookURL,
-		"RetransCounters": RetransCounters, "RetransRegexp": strings.Join(retransOnly, "|"), "GPUFields": GPUFields,
+		"RetransCounters": RetransCounters(), "RetransRegexp": strings.Join(retransCounters[:numRetrans], "|"), "GPUFields": GPUFields(),
 		"ExpectedRailSpeedBits": num(c.ExpectedRailSpeedBytes * 8), "ExpectedRailSpeedGbit": num(c.ExpectedRailSpeedBytes * 8 / 1e9),
 		"RailLinkFlapChanges": num(c.RailLinkFlapChanges), "RailTCPFallbackMinBits": num(c.RailTCPFallbackMinBits),
 		"RailTCPFallbackMaxRDMABits": num(c.RailTCPFallbackMaxRDMABits), "NonRailNICMaxBits": num(c.NonRailNICMaxBits),

@@ -160,9 +160,9 @@ func (c *gpuCollector) Update(_ context.Context, b *exposition.Batch) error {
 		for f := range gpu.NumFields {
 			switch d.Support[f] {
 			case gpu.Supported:
-				b.AddWith(c.supported, 1, idx, d.UUID, gpu.Names[f])
+				b.AddWith(c.supported, 1, idx, d.UUID, f.Name())
 			case gpu.Unsupported:
-				b.AddWith(c.supported, 0, idx, d.UUID, gpu.Names[f])
+				b.AddWith(c.supported, 0, idx, d.UUID, f.Name())
 			}
 			if v := d.Values[f]; !v.At.IsZero() && now.Sub(v.At) <= stale {
 				b.AddWith(c.fields[f], v.V, idx, d.UUID)
@@ -179,7 +179,7 @@ func (c *gpuCollector) Update(_ context.Context, b *exposition.Batch) error {
 			b.AddWith(c.nvlinkUp, b2f(l.Up), idx, d.UUID, link)
 			for i, e := range l.Errors {
 				if e.OK {
-					b.AddWith(c.nvlinkErrors, float64(e.V), idx, d.UUID, link, gpu.NVLinkErrorNames[i])
+					b.AddWith(c.nvlinkErrors, float64(e.V), idx, d.UUID, link, gpu.NVLinkErrorName(i))
 				}
 			}
 			if l.TxBytes.OK {

@@ -575,7 +575,7 @@ func TestGPUFieldsMatchAlerts(t *testing.T) {
 	for _, f := range gpuFields {
 		fields = append(fields, f.field)
 	}
-	if !slices.Equal(fields, alerts.GPUFields) {
-		t.Errorf("gpuFields %v, alerts.GPUFields %v", fields, alerts.GPUFields)
+	if !slices.Equal(fields, alerts.GPUFields()) {
+		t.Errorf("gpuFields %v, alerts.GPUFields() %v", fields, alerts.GPUFields())
 	}
 }

@@ -19,7 +19,7 @@ func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 	rail := sel(railM)
 	rule := func(name string) string { return fmt.Sprintf(name, w) }
 	var retrans, cnp []*promQuery
-	for _, counter := range alerts.RetransCounters {
+	for _, counter := range alerts.RetransCounters() {
 		q := query(rule("rail:fabric_rdma_hw_"+counter+":rate%s")+rail, "{{instance}} {{rail}} "+counter)
 		if strings.Contains(counter, "cnp") {
 			cnp = append(cnp, q)

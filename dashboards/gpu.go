@@ -51,7 +51,7 @@ func gpuActivity(c alerts.Config) (dashboard.Dashboard, error) {
 			query("fabric_gpu_pcie_received_bytes_per_second"+gpu, "{{instance}} GPU {{gpu}}")))
 
 	var avgs []*promQuery
-	for _, f := range alerts.GPUFields {
+	for _, f := range alerts.GPUFields() {
 		avgs = append(avgs, query("instance:fabric_gpu_"+f+":avg"+sel(), "{{instance}} "+f))
 	}
 	b.WithRow(row("Node averages")).

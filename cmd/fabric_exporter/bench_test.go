@@ -5,7 +5,6 @@ import (
 	stdgzip "compress/gzip"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -34,7 +33,7 @@ func benchServer(b *testing.B, hcas int, names ...string) http.Handler {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return newMux(exp, opts, "/metrics", 0, true, slog.New(slog.DiscardHandler), false)
+	return newMux(exp, opts, "/metrics", 0, true, log.NewNopLogger(), false)
 }
 
 // BenchmarkScrapeHTTP is one full scrape over loopback HTTP (client
@@ -131,7 +130,7 @@ func BenchmarkSelfMetrics(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := newMux(exp, &collector.Options{}, "/metrics", 0, true, slog.New(slog.DiscardHandler), false)
+	h := newMux(exp, &collector.Options{}, "/metrics", 0, true, log.NewNopLogger(), false)
 	req := httptest.NewRequest("GET", "/metrics", nil)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -256,18 +256,6 @@ func ncclAndInspectorRead(addr string) bool {
 		strings.Contains(string(b), "\nfabric_nccl_inspector_files{format=\"prom\"} 2\n")
 }
 
-// ncclLogsRead is ready once the nccl collector has read every log: its
-// follower runs in the background, so the first scrapes may come earlier.
-func ncclLogsRead(addr string) bool {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return ncclReady(b)
-}
-
 func ncclReady(b []byte) bool {
 	return strings.Contains(string(b), "\nfabric_nccl_log_backlog_bytes 0\n") &&
 		regexp.MustCompile(`\nfabric_nccl_log_files [1-9]`).Match(b)

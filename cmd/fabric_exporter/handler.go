@@ -2,35 +2,33 @@ package main
 
 import (
 	"bytes"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 	"github.com/klauspost/compress/gzip"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/fabric-exporter/fabric_exporter/collector"
 )
 
-// metricsHandler serves one scrape: the collectors' samples written
-// straight to the text format by the Exporter, then the client_golang
-// registry (build info, Go and process metrics) through expfmt. Requests
-// beyond maxRequests in flight get 503. Responses are gzipped when the
+// metricsHandler serves one scrape: the collectors' samples and the
+// exporter's own metrics, written straight to the text format by the
+// Exporter. Requests beyond maxRequests in flight get 503. Responses are gzipped when the
 // client asks for it (Prometheus does).
 type metricsHandler struct {
 	exp      *collector.Exporter
-	extra    prometheus.Gatherer
-	logger   *slog.Logger
+	logger   log.Logger
 	inflight chan struct{}
 	bufs     sync.Pool
 	gzips    sync.Pool
 }
 
-func newMetricsHandler(exp *collector.Exporter, extra prometheus.Gatherer, maxRequests int, logger *slog.Logger) *metricsHandler {
-	h := &metricsHandler{exp: exp, extra: extra, logger: logger}
+func newMetricsHandler(exp *collector.Exporter, maxRequests int, logger log.Logger) *metricsHandler {
+	h := &metricsHandler{exp: exp, logger: logger}
 	if maxRequests > 0 {
 		h.inflight = make(chan struct{}, maxRequests)
 	}
@@ -51,19 +49,7 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.putBuf(buf)
 
 	if err := h.exp.WriteText(buf); err != nil {
-		h.logger.Error("writing metrics", "err", err)
-	}
-	if h.extra != nil {
-		mfs, err := h.extra.Gather()
-		if err != nil {
-			h.logger.Error("gathering exporter metrics", "err", err)
-		}
-		enc := expfmt.NewEncoder(buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-		for _, mf := range mfs {
-			if err := enc.Encode(mf); err != nil {
-				h.logger.Error("encoding exporter metrics", "err", err)
-			}
-		}
+		level.Error(h.logger).Log("msg", "writing metrics", "err", err)
 	}
 
 	header := w.Header()
@@ -90,7 +76,7 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.gzips.Put(gz)
 		if err != nil { // cannot happen with a bytes.Buffer; never send a broken stream
-			h.logger.Error("compressing metrics", "err", err)
+			level.Error(h.logger).Log("msg", "compressing metrics", "err", err)
 		} else {
 			header.Set("Content-Encoding", "gzip")
 			body = zbuf.Bytes()
@@ -98,7 +84,7 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	header.Set("Content-Length", strconv.Itoa(len(body)))
 	if _, err := w.Write(body); err != nil {
-		h.logger.Debug("writing response", "err", err)
+		level.Debug(h.logger).Log("msg", "writing response", "err", err)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,7 +28,7 @@ func testHandler(t *testing.T, maxRequests int) *metricsHandler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newMetricsHandler(exp, nil, maxRequests, slog.New(slog.DiscardHandler))
+	return newMetricsHandler(exp, maxRequests, log.NewNopLogger())
 }
 
 func TestHandlerMaxRequests(t *testing.T) {

@@ -85,8 +85,10 @@ func run(args []string) int {
 	if *maxProcs > 0 {
 		runtime.GOMAXPROCS(*maxProcs)
 	}
-	// exporter-toolkit logs through slog; the go-kit logger stamps ts=, so
-	// the slog record's own time is dropped (one timestamp per line).
+	// The one bridge between logging styles: exporter-toolkit logs through
+	// slog, into the go-kit logger everything else uses; the go-kit logger
+	// stamps ts=, so the slog record's own time is dropped (one timestamp
+	// per line).
 	slogger := slog.New(noTimeHandler{sloggokit.NewGoKitHandler(logger, nil)})
 
 	var names []string
@@ -123,7 +125,7 @@ func run(args []string) int {
 	if opts.Rails.Static() {
 		level.Info(logger).Log("msg", "rails from flags", "rails", strings.Join(*rails, ","))
 	}
-	mux := newMux(exp, opts, *metricsPath, *maxRequests, !*noExpMetrics, slogger, *enablePprof)
+	mux := newMux(exp, opts, *metricsPath, *maxRequests, !*noExpMetrics, logger, *enablePprof)
 	if *enablePprof {
 		level.Info(logger).Log("msg", "serving Go profiling at /debug/pprof/")
 	}
@@ -173,8 +175,8 @@ func newLogger(lvl, format string) log.Logger {
 
 // newMux serves the metrics of exp (plus, unless disabled, the exporter's
 // own build, Go and process metrics) and the landing page.
-func newMux(exp *collector.Exporter, opts *collector.Options, metricsPath string, maxRequests int, exporterMetrics bool, slogger *slog.Logger, pprofOn bool) *http.ServeMux {
-	var handler http.Handler = newMetricsHandler(exp, nil, maxRequests, slogger)
+func newMux(exp *collector.Exporter, opts *collector.Options, metricsPath string, maxRequests int, exporterMetrics bool, logger log.Logger, pprofOn bool) *http.ServeMux {
+	var handler http.Handler = newMetricsHandler(exp, maxRequests, logger)
 	if exporterMetrics {
 		// Process, Go and handler metrics under client_golang's names,
 		// written by the exporter: client_golang's collectors cost several

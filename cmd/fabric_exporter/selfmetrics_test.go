@@ -1,7 +1,6 @@
 package main
 
 import (
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -54,7 +53,7 @@ func TestSelfMetricsMatchClientGolang(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours := selfFamilies(t, newMux(exp, &collector.Options{}, "/metrics", 0, true, slog.New(slog.DiscardHandler), false))
+	ours := selfFamilies(t, newMux(exp, &collector.Options{}, "/metrics", 0, true, log.NewNopLogger(), false))
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -91,7 +90,7 @@ func TestSelfMetricsDisabled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := selfFamilies(t, newMux(exp, &collector.Options{}, "/metrics", 0, false, slog.New(slog.DiscardHandler), false)); len(got) != 0 {
+	if got := selfFamilies(t, newMux(exp, &collector.Options{}, "/metrics", 0, false, log.NewNopLogger(), false)); len(got) != 0 {
 		t.Errorf("exporter metrics with --web.disable-exporter-metrics: %d families", len(got))
 	}
 }

@@ -129,7 +129,7 @@ func Devices(resource string, numa int64, ids ...string) *podresources.Container
 }
 
 // GPU UUIDs of collector/fixtures/gpu (the DCGM snapshot of an 8 × H200 node).
-var FixtureGPUs = []string{
+var fixtureGPUs = []string{
 	"GPU-6f1c2a40-5ac3-9b4e-7d21-0c1f6a2e3b10", "GPU-6f1c2a41-5ac3-9b4e-7d21-0c1f6a2e3b11",
 	"GPU-6f1c2a42-5ac3-9b4e-7d21-0c1f6a2e3b12", "GPU-6f1c2a43-5ac3-9b4e-7d21-0c1f6a2e3b13",
 	"GPU-6f1c2a44-5ac3-9b4e-7d21-0c1f6a2e3b14", "GPU-6f1c2a45-5ac3-9b4e-7d21-0c1f6a2e3b15",
@@ -151,7 +151,7 @@ func NodeFixture() *Server { return New(NodePods(false)) }
 // NodePods returns NodeFixture's pods and allocatable devices; with fixed,
 // sglang-1 got an RDMA device too.
 func NodePods(fixed bool) ([]*podresources.PodResources, []*podresources.ContainerDevices) {
-	g := FixtureGPUs
+	g := fixtureGPUs
 	sglang1 := []*podresources.ContainerDevices{Devices("nvidia.com/gpu", 1, g[4], g[5], g[6], g[7])}
 	if fixed {
 		sglang1 = append(sglang1, Devices(RDMAResource, 1, "rdma_shared_device_a_1"))

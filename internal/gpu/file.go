@@ -76,7 +76,7 @@ func NewFileBackend(path string) (*FileBackend, error) {
 }
 
 func nvlinkErrorByName(s string) int {
-	for i, n := range NVLinkErrorNames {
+	for i, n := range nvlinkErrorNames {
 		if n == s {
 			return i
 		}
@@ -85,7 +85,7 @@ func nvlinkErrorByName(s string) int {
 }
 
 func fieldByName(s string) Field {
-	for i, n := range Names {
+	for i, n := range fieldNames {
 		if n == s {
 			return Field(i)
 		}

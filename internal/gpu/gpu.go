@@ -24,8 +24,10 @@ const (
 	NumFields
 )
 
-// Names are the field label values of fabric_gpu_field_supported.
-var Names = [NumFields]string{"graphics_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active", "pcie_transmitted", "pcie_received"}
+var fieldNames = [NumFields]string{"graphics_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active", "pcie_transmitted", "pcie_received"}
+
+// Name returns the field's label value in fabric_gpu_field_supported.
+func (f Field) Name() string { return fieldNames[f] }
 
 // Value is a sample and when it was taken.
 type Value struct {
@@ -70,8 +72,11 @@ const (
 	NumNVLinkErrors
 )
 
-// NVLinkErrorNames are the type label values of the NVLink error counters.
-var NVLinkErrorNames = [NumNVLinkErrors]string{"replay", "recovery", "crc_flit", "crc_data"}
+var nvlinkErrorNames = [NumNVLinkErrors]string{"replay", "recovery", "crc_flit", "crc_data"}
+
+// NVLinkErrorName returns the type label value of NVLink error counter i
+// (0 <= i < NumNVLinkErrors).
+func NVLinkErrorName(i int) string { return nvlinkErrorNames[i] }
 
 // Counter is a cumulative value and whether the source reported it.
 type Counter struct {

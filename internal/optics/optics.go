@@ -52,7 +52,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 )
 
@@ -371,7 +370,3 @@ func decodeCMIS(m *Memory, mod *Module) {
 		}
 	}
 }
-
-// DBm converts optical power in watts to dBm (for logs and tests; the
-// exporter reports watts). Zero power is -Inf.
-func DBm(w float64) float64 { return 10 * math.Log10(w/1e-3) }
