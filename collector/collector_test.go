@@ -7,13 +7,9 @@ import (
 	"fmt"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
@@ -105,68 +101,6 @@ func TestFilter(t *testing.T) {
 	f, _ = NewFilter("", "lo|docker.*")
 	if !f.Ignored("docker0") || f.Ignored("eth0") {
 		t.Error("exclude filter is wrong")
-	}
-}
-
-// The fast text writer and the client_golang path (Collect -> registry ->
-// expfmt) must describe the same metrics: same families, help, types,
-// label sets and values.
-func TestTextMatchesClientGolang(t *testing.T) {
-	o := fixtureOptions(t, fixtureSys)
-	e, err := NewExporter([]string{"rdma", "netdev", "pfc"}, o, log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := e.WriteText(&buf); err != nil {
-		t.Fatal(err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fast, err := parser.TextToMetricFamilies(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatalf("parsing our own text output: %v\n%s", err, buf.String())
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(e)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(mfs) != len(fast) {
-		t.Errorf("families: client_golang %d, text %d", len(mfs), len(fast))
-	}
-	render := func(mf *dto.MetricFamily) []string {
-		var out []string
-		for _, m := range mf.GetMetric() {
-			var ls []string
-			for _, l := range m.GetLabel() {
-				ls = append(ls, l.GetName()+"="+l.GetValue())
-			}
-			sort.Strings(ls)
-			v := m.GetGauge().GetValue() + m.GetCounter().GetValue() + m.GetUntyped().GetValue()
-			out = append(out, fmt.Sprintf("%s %v", strings.Join(ls, ","), v))
-		}
-		sort.Strings(out)
-		return out
-	}
-	for _, want := range mfs {
-		if strings.HasPrefix(want.GetName(), "fabric_scrape_collector_duration") {
-			continue // differs between the two scrapes
-		}
-		got, ok := fast[want.GetName()]
-		if !ok {
-			t.Errorf("family %s missing from text output", want.GetName())
-			continue
-		}
-		if got.GetHelp() != want.GetHelp() || got.GetType() != want.GetType() {
-			t.Errorf("%s: help/type %q/%v, want %q/%v", want.GetName(), got.GetHelp(), got.GetType(), want.GetHelp(), want.GetType())
-		}
-		if g, w := strings.Join(render(got), "\n"), strings.Join(render(want), "\n"); g != w {
-			// read-error counters advance by one scrape between the two runs
-			if want.GetName() != "fabric_scrape_read_errors_total" {
-				t.Errorf("%s differs:\ntext:\n%s\nclient_golang:\n%s", want.GetName(), g, w)
-			}
-		}
 	}
 }
 
