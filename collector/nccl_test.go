@@ -301,3 +301,47 @@ func appendFile(t testing.TB, path, s string) {
 		t.Fatal(err)
 	}
 }
+
+// TestNCCLSeriesFollowState: Update's series follow the Tracker's state
+// across polls: a changed network or a new list rebinds the labels, counts
+// change in place, and the series of an evicted process go.
+func TestNCCLSeriesFollowState(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.log")
+	writeFile(t, p, "h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE ; OOB eth0:10.0.0.1<0>\n"+
+		"h:1:1 [0] NCCL INFO Using network IB\n"+
+		"h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA\n")
+	c := newTestNCCL(t, NCCLOptions{LogPaths: []string{filepath.Join(dir, "*.log")}, MaxProcesses: 1})
+	names := []string{"fabric_nccl_net_info", "fabric_nccl_connections", "fabric_nccl_net_device_info",
+		"fabric_nccl_socket_interface_info", "fabric_nccl_info", "fabric_nccl_tracked_processes"}
+	check := func(step, want string) {
+		t.Helper()
+		c.poll()
+		if got := ncclSamples(t, c, names...); got != want {
+			t.Errorf("%s: got\n%swant\n%s", step, got, want)
+		}
+	}
+	check("first poll", `fabric_nccl_connections{gdr="true",host="h",pid="1",transport="NET/IB"} 1
+fabric_nccl_net_device_info{device="mlx5_0",host="h",link="RoCE",pid="1",port="1"} 1
+fabric_nccl_net_info{host="h",net="IB",pid="1"} 1
+fabric_nccl_tracked_processes 1
+`)
+	appendFile(t, p, "h:1:2 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA\n"+
+		"h:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"+
+		"h:1:1 [0] NCCL INFO Using network Socket\n"+
+		"h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n")
+	check("changed network, new lists, more connections", `fabric_nccl_connections{gdr="true",host="h",pid="1",transport="NET/IB"} 2
+fabric_nccl_info{cuda="12.4",host="h",pid="1",version="2.21.5"} 1
+fabric_nccl_net_device_info{device="mlx5_0",host="h",link="RoCE",pid="1",port="1"} 1
+fabric_nccl_net_info{host="h",net="Socket",pid="1"} 1
+fabric_nccl_socket_interface_info{host="h",interface="eth0",pid="1"} 1
+fabric_nccl_tracked_processes 1
+`)
+	appendFile(t, p, "h:2:2 [0] NCCL INFO Using network IB\n")
+	check("h/1 evicted by h/2", `fabric_nccl_net_info{host="h",net="IB",pid="2"} 1
+fabric_nccl_tracked_processes 1
+`)
+	if len(c.series) != 1 {
+		t.Errorf("%d processes with series, want 1", len(c.series))
+	}
+}

@@ -669,3 +669,28 @@ func TestNCCLSteadyStateNoAllocs(t *testing.T) {
 		t.Errorf("%v allocations per pass over %d known lines", allocs, len(lines))
 	}
 }
+
+// TestScanLog: one pass over the real samples (the lines and processes of
+// TestNCCLRealSamples' table), and the errors of a glob.
+func TestScanLog(t *testing.T) {
+	glob := filepath.Join(fixtureNCCL, "*.log")
+	files, _ := filepath.Glob(glob)
+	var size int64
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size += fi.Size()
+	}
+	r, err := ScanLog(glob)
+	want := ScanResult{Bytes: size, Lines: 206, Unparsed: 46, Processes: 47}
+	if err != nil || r != want {
+		t.Errorf("ScanLog = %+v, %v; want %+v", r, err, want)
+	}
+	for _, g := range []string{filepath.Join(t.TempDir(), "*.log"), "/var/log/[nccl"} {
+		if _, err := ScanLog(g); err == nil {
+			t.Errorf("%s: no error", g)
+		}
+	}
+}

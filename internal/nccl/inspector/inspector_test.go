@@ -198,3 +198,43 @@ func TestInspectorJSONScanner(t *testing.T) {
 		}
 	}
 }
+
+// ParseProm: samples averaged per label set after bucketing, the uuid from
+// the file name, comments skipped, garbage counted, a partial last line
+// (the plugin rewriting the file) ignored.
+func TestParseProm(t *testing.T) {
+	const lbl = `{version="v5.1",slurm_job_id="unknown",node="n1",gpu="GPU0",comm_name="tp",n_nodes="2",nranks="16",collective="AllReduce",message_size="%s",algo_proto="Ring_ll"}`
+	l := func(size string) string { return fmt.Sprintf(lbl, size) }
+	data := "# HELP nccl_bus_bandwidth_gbs x\n" +
+		"nccl_bus_bandwidth_gbs" + l("4-5GB") + " 40\n" +
+		"nccl_bus_bandwidth_gbs" + l("5-6GB") + " 44\n" +
+		"nccl_collective_exec_time_microseconds" + l("4-5GB") + " 9000\n" +
+		`nccl_p2p_exec_time_microseconds{node="n1",comm_name="pp",n_nodes="2",nranks="2",p2p_operation="Send",message_size="1-2KB"} 5` + "\n" +
+		"garbage\n" +
+		"nccl_bus_bandwidth_gbs" + l("1-2MB") + " 3"
+	got, bad := ParseProm(PromPrefix+"00000000-0000-0000-0000-000000000001.prom", []byte(data))
+	uuid := "GPU-00000000-0000-0000-0000-000000000001"
+	want := []PromSeries{
+		{Labels: [8]string{"n1", uuid, "pp", "2", "2", "Send", "0-64KiB", ""}, ExecTime: 5e-6, HasExecTime: true},
+		{Labels: [8]string{"n1", uuid, "tp", "2", "16", "AllReduce", "4GiB+", "RING_LL"}, BusBandwidth: 42e9, HasBusBandwidth: true, ExecTime: 9e-3, HasExecTime: true},
+	}
+	if bad != 1 || len(got) != len(want) {
+		t.Fatalf("%d bad lines, series %+v", bad, got)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Labels != w.Labels || g.HasBusBandwidth != w.HasBusBandwidth || g.HasExecTime != w.HasExecTime ||
+			math.Abs(g.BusBandwidth-w.BusBandwidth) > 1e-3 || math.Abs(g.ExecTime-w.ExecTime) > 1e-12 {
+			t.Errorf("series %d: got %+v, want %+v", i, g, w)
+		}
+	}
+	if got, _ := ParseProm(PromPrefix+"MIG-1.prom", []byte("nccl_bus_bandwidth_gbs"+l("0B")+" 1\n")); len(got) != 1 || got[0].Labels[1] != "MIG-1" {
+		t.Errorf("MIG file: %+v", got)
+	}
+	if got, bad := ParseProm(PromPrefix+"x.prom", []byte("nccl_bus_bandwidth_gbs"+l("0B"))); len(got) != 0 || bad != 0 {
+		t.Errorf("a file without a complete line: %+v, %d bad", got, bad)
+	}
+	if !IsPromFile(PromPrefix+"x.prom") || IsPromFile("x.prom") || IsPromFile(PromPrefix+"x.log") {
+		t.Error("IsPromFile")
+	}
+}
