@@ -345,3 +345,21 @@ fabric_nccl_tracked_processes 1
 		t.Errorf("%d processes with series, want 1", len(c.series))
 	}
 }
+
+// TestNCCLUpdateNoAllocs: a scrape of unchanged state allocates nothing
+// (the series of a process are built once per change of its state).
+func TestNCCLUpdateNoAllocs(t *testing.T) {
+	c := newTestNCCL(t, NCCLOptions{LogPaths: []string{filepath.Join(fixtureNCCL, "*.log")}})
+	c.poll()
+	var b exposition.Batch
+	if err := c.Update(context.Background(), &b); err != nil || b.Len() < 100 {
+		t.Fatalf("%d samples, %v", b.Len(), err)
+	}
+	allocs := testing.AllocsPerRun(10, func() {
+		b.Reset()
+		c.Update(context.Background(), &b)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per Update", allocs)
+	}
+}
