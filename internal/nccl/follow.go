@@ -13,10 +13,10 @@ import (
 	"syscall"
 )
 
-// Follower follows the log files named by globs. Every poll it expands the globs,
-// stats each file and reads the bytes added since the last poll: files are
-// opened, read and closed, so hundreds of files cost no descriptors between
-// polls. A file is known by (device, inode):
+// How the Follower follows the files of its globs. Every poll it expands
+// the globs, stats each file and reads the bytes added since the last
+// poll: files are opened, read and closed, so hundreds of files cost no
+// descriptors between polls. A file is known by (device, inode):
 //
 //   - a new file is read from its start (NCCL writes the transport lines at
 //     init, possibly days ago);
@@ -29,7 +29,7 @@ import (
 //
 // Lines are split on '\n'. A partial last line is kept until its end
 // arrives, up to maxLine bytes; a longer line is dropped (counted as one
-// unparsed line) and the follower skips to its end. Memory is bounded by
+// unparsed line) and the Follower skips to its end. Memory is bounded by
 // the read buffer plus one partial line per file.
 
 const (
