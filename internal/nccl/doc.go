@@ -27,7 +27,8 @@
 // 64 KiB (longer ones are dropped and counted), the Follower holds one read
 // buffer plus one partial line per file and no descriptor between polls,
 // the Tracker at most MaxProcesses processes, each with bounded lists, and
-// every string it keeps at most 128 bytes of valid UTF-8 cut.
+// every string it keeps is at most 128 bytes, cut at a UTF-8 character
+// boundary.
 //
 // The package knows nothing of metrics: the collector turns Processes into
 // series.
