@@ -1,11 +1,9 @@
 package collector
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"io"
 	"io/fs"
 	"os"
@@ -18,15 +16,19 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/nccl"
+	"github.com/fabric-exporter/fabric_exporter/internal/nccl/inspector"
 )
 
 // The nccl-inspector collector follows the output directory of the NCCL
 // Inspector profiler plugin (NCCL_INSPECTOR_DUMP_DIR) and reports the bus
-// bandwidth and operations of each NCCL communicator, live. Formats:
-// nccl_inspector_parse.go.
+// bandwidth and operations of each NCCL communicator, live. Formats and
+// their parsers: internal/nccl/inspector.
 //
 //   - JSON mode: <host>-pid<pid>.log files grow by one line per operation;
-//     they are followed like NCCL logs (nccl_tail.go: read from their start,
+//     they are followed like NCCL logs (internal/nccl's Follower: read from their start,
 //     rotation and truncation safe, partial lines kept until complete) and
 //     summed per (host, pid, communicator, operation, size bucket) into
 //     counters: operations, bytes, seconds and bus bytes (bus bandwidth ×
@@ -70,11 +72,6 @@ func ncclInspectorFlags(app *kingpin.Application, o *Options) {
 	app.Flag("collector.nccl-inspector.retention", "Forget a communicator with no new operation, and ignore a .prom file not rewritten, for this long (the plugin leaves both behind when a process dies). 0 keeps them.").Default("1h").DurationVar(&o.NCCLInspector.Retention)
 }
 
-const (
-	inspectorMaxPromFile = 1 << 20 // bytes of a .prom file read
-	inspectorPromPrefix  = "nccl_inspector_metrics_"
-)
-
 type inspStat struct {
 	ops, bytes, seconds, busBytes float64
 	opsS, bytesS, secondsS, busS  *exposition.Series
@@ -93,7 +90,7 @@ type inspComm struct {
 }
 
 type inspPromFile struct {
-	id          fileID
+	id          nccl.FileID
 	size, mtime int64
 	series      []inspPromSeries
 }
@@ -110,7 +107,7 @@ type ncclInspectorCollector struct {
 	now  func() time.Time
 
 	poller
-	tailer *ncclTailer
+	follower *nccl.Follower
 
 	mu        sync.Mutex
 	comms     map[string]*inspComm
@@ -192,8 +189,8 @@ func newNCCLInspectorState(env Env, o *Options) (*ncclInspectorCollector, error)
 	files := env.Families.NewFamily("fabric_nccl_inspector_files", "Inspector output files in the dump directory at the last poll, by format (json, prom).", gauge, "format")
 	c.jsonFilesS, c.promFilesS = files.With("json"), files.With("prom")
 	if no.DumpDir != "" {
-		c.tailer = newNCCLTailer([]string{filepath.Join(globEscape(no.DumpDir), "*.log")}, c)
-		c.tailer.readErr = func(path string, err error) {
+		c.follower = nccl.NewFollower([]string{filepath.Join(globEscape(no.DumpDir), "*.log")}, inspectorSink{c})
+		c.follower.ReadErr = func(path string, err error) {
 			env.ReadErrors.Inc()
 			env.Once.Debug("nccl-inspector:"+path, "msg", "cannot read NCCL Inspector file", "path", path, "err", err)
 		}
@@ -229,8 +226,8 @@ func (c *ncclInspectorCollector) pollOnce(ctx context.Context) {
 		c.mu.Unlock()
 		return
 	}
-	c.tailer.poll(func() bool { return ctx.Err() != nil })
-	_, jsonFiles := c.tailer.backlog()
+	c.follower.Poll(func() bool { return ctx.Err() != nil })
+	_, jsonFiles := c.follower.Backlog()
 	prom := c.readProm(now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -281,13 +278,13 @@ func (c *ncclInspectorCollector) readProm(now int64) map[string]*inspPromFile {
 	}
 	type cand struct {
 		name        string
-		id          fileID
+		id          nccl.FileID
 		size, mtime int64
 	}
 	var cands []cand
 	for _, e := range ents {
 		name := e.Name()
-		if !strings.HasPrefix(name, inspectorPromPrefix) || !strings.HasSuffix(name, ".prom") {
+		if !inspector.IsPromFile(name) {
 			continue
 		}
 		fi, err := os.Stat(filepath.Join(c.opts.DumpDir, name))
@@ -298,7 +295,7 @@ func (c *ncclInspectorCollector) readProm(now int64) map[string]*inspPromFile {
 		if r := c.opts.Retention; r > 0 && now-mt > int64(r) {
 			continue // left behind by a process that died
 		}
-		cands = append(cands, cand{name, statID(fi), fi.Size(), mt})
+		cands = append(cands, cand{name, nccl.StatID(fi), fi.Size(), mt})
 	}
 	if len(cands) > c.opts.MaxCommunicators { // keep the newest
 		sort.Slice(cands, func(i, j int) bool {
@@ -346,126 +343,83 @@ func (c *ncclInspectorCollector) readProm(now int64) map[string]*inspPromFile {
 	return out
 }
 
-// readPromFile parses one .prom file: complete lines only (the plugin
-// truncates and rewrites in place), samples with the same labels after
-// bucketing averaged.
+// readPromFile reads one .prom file into series (inspector.ParseProm) and
+// counts its lines that are none of the plugin's.
 func (c *ncclInspectorCollector) readPromFile(name string) (*inspPromFile, float64, error) {
 	fh, err := os.Open(filepath.Join(c.opts.DumpDir, name))
 	if err != nil {
 		return nil, 0, err
 	}
 	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, inspectorMaxPromFile))
+	data, err := io.ReadAll(io.LimitReader(fh, inspector.MaxPromFile))
 	if err != nil {
 		return nil, 0, err
 	}
-	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
-		data = data[:i+1]
-	} else {
-		data = nil
-	}
-	uuid := strings.TrimSuffix(strings.TrimPrefix(name, inspectorPromPrefix), ".prom")
-	if !strings.HasPrefix(uuid, "GPU-") && !strings.HasPrefix(uuid, "MIG-") {
-		uuid = "GPU-" + uuid
-	}
-	uuid = inspLabel(uuid)
-	type agg struct {
-		labels        [8]string
-		bw, t, nb, nt float64
-	}
-	byKey := map[string]*agg{}
-	var keys []string
-	var bad float64
-	for len(data) > 0 {
-		i := bytes.IndexByte(data, '\n')
-		line := data[:i]
-		data = data[i+1:]
-		if len(bytes.TrimSpace(line)) == 0 || line[0] == '#' {
-			continue
-		}
-		s, err := parseInspectorPromLine(line)
-		if err != nil {
-			bad++
-			continue
-		}
-		l := [8]string{s.node, uuid, s.comm, s.nodes, s.ranks, s.op, s.size, s.algo}
-		k := strings.Join(l[:], "\x00")
-		a := byKey[k]
-		if a == nil {
-			a = &agg{labels: l}
-			byKey[k] = a
-			keys = append(keys, k)
-		}
-		if s.metric == "bus_bandwidth" {
-			a.bw += s.value * 1e9
-			a.nb++
-		} else {
-			a.t += s.value / 1e6
-			a.nt++
-		}
-	}
-	sort.Strings(keys)
+	parsed, bad := inspector.ParseProm(name, data)
 	f := &inspPromFile{}
-	for _, k := range keys {
-		a := byKey[k]
+	for _, p := range parsed {
 		ps := inspPromSeries{}
-		if a.nb > 0 {
-			ps.bw, ps.bwV = c.promBW.With(a.labels[:]...), a.bw/a.nb
+		if p.HasBusBandwidth {
+			ps.bw, ps.bwV = c.promBW.With(p.Labels[:]...), p.BusBandwidth
 		}
-		if a.nt > 0 {
-			ps.t, ps.tV = c.promTime.With(a.labels[:]...), a.t/a.nt
+		if p.HasExecTime {
+			ps.t, ps.tV = c.promTime.With(p.Labels[:]...), p.ExecTime
 		}
 		f.series = append(f.series, ps)
 	}
-	return f, bad, nil
+	return f, float64(bad), nil
 }
 
-// lineSink for the JSON files.
+// inspectorSink takes the lines of the JSON files (a nccl.Sink; the
+// collector's own methods stay unexported).
+type inspectorSink struct{ c *ncclInspectorCollector }
 
-func (c *ncclInspectorCollector) begin(*ncclFile) { c.mu.Lock() }
-func (c *ncclInspectorCollector) end(*ncclFile, int) {
-	c.mu.Unlock()
+func (s inspectorSink) Begin(*nccl.File) { s.c.mu.Lock() }
+func (s inspectorSink) End(*nccl.File, int) {
+	s.c.mu.Unlock()
 }
-func (c *ncclInspectorCollector) dropped(*ncclFile) {
+func (s inspectorSink) Dropped(*nccl.File) {
+	s.c.lines++
+	s.c.unparsed++
+}
+func (s inspectorSink) Line(_ *nccl.File, line []byte) { s.c.line(line) }
+
+// line adds one JSON line's operation to its communicator.
+func (c *ncclInspectorCollector) line(line []byte) {
 	c.lines++
-	c.unparsed++
-}
-
-func (c *ncclInspectorCollector) line(f *ncclFile, line []byte) {
-	c.lines++
-	op, err := parseInspectorJSON(line)
+	op, err := inspector.ParseJSON(line)
 	if err != nil {
 		c.unparsed++
 		return
 	}
-	key := op.host + "\x00" + op.pid + "\x00" + op.comm
+	key := op.Host + "\x00" + op.PID + "\x00" + op.Comm
 	cm := c.comms[key]
 	if cm == nil {
-		cm = &inspComm{key: key, stats: map[string]*inspStat{}, host: op.host, pid: op.pid, comm: op.comm}
+		cm = &inspComm{key: key, stats: map[string]*inspStat{}, host: op.Host, pid: op.PID, comm: op.Comm}
 		c.comms[key] = cm
 		c.sorted = nil
 	}
-	info := op.commName + "\x00" + strconv.FormatInt(op.rank, 10) + "\x00" + strconv.FormatInt(op.ranks, 10) + "\x00" + strconv.FormatInt(op.nodes, 10)
+	rank, ranks, nodes := strconv.FormatInt(op.Rank, 10), strconv.FormatInt(op.Ranks, 10), strconv.FormatInt(op.Nodes, 10)
+	info := op.CommName + "\x00" + rank + "\x00" + ranks + "\x00" + nodes
 	if info != cm.info {
 		cm.info = info
-		cm.infoS = c.infoF.With(op.host, op.pid, op.comm, op.commName,
-			strconv.FormatInt(op.rank, 10), strconv.FormatInt(op.ranks, 10), strconv.FormatInt(op.nodes, 10))
+		cm.infoS = c.infoF.With(op.Host, op.PID, op.Comm, op.CommName, rank, ranks, nodes)
 	}
 	cm.lastSeen = c.pollNow
-	size := inspectorSizeBucket(op.bytes)
-	sk := op.op + "\x00" + size
+	size := inspector.SizeBucket(op.Bytes)
+	sk := op.Name + "\x00" + size
 	st := cm.stats[sk]
 	if st == nil {
-		l := []string{op.host, op.pid, op.comm, op.op, size}
+		l := []string{op.Host, op.PID, op.Comm, op.Name, size}
 		st = &inspStat{opsS: c.opsF.With(l...), bytesS: c.bytesF.With(l...),
 			secondsS: c.secondsF.With(l...), busS: c.busF.With(l...)}
 		cm.stats[sk] = st
 		cm.sorted = nil
 	}
 	st.ops++
-	st.bytes += op.bytes
-	st.seconds += op.seconds
-	st.busBytes += op.busBytesPerSecond * op.seconds
+	st.bytes += op.Bytes
+	st.seconds += op.Seconds
+	st.busBytes += op.BusBytesPerSecond * op.Seconds
 }
 
 // Update copies the state into the batch.

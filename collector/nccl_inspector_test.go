@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/nccl/inspector"
 )
 
 const inspectorFixtures = "fixtures/nccl-inspector"
@@ -227,7 +228,7 @@ func TestNCCLInspectorRotation(t *testing.T) {
 // (a longer old dump's tail after a shorter new one) is counted.
 func TestNCCLInspectorPromLifecycle(t *testing.T) {
 	dir := t.TempDir()
-	p := filepath.Join(dir, inspectorPromPrefix+"00000000-0000-0000-0000-000000000001.prom")
+	p := filepath.Join(dir, inspector.PromPrefix+"00000000-0000-0000-0000-000000000001.prom")
 	const lbl = `{version="v5.1",slurm_job_id="unknown",node="n1",gpu="GPU0",comm_name="DP Group 0",n_nodes="2",nranks="16",collective="AllReduce",message_size="%s",algo_proto="Ring_ll"}`
 	dump := func(size string, bw, us float64) string {
 		l := fmt.Sprintf(lbl, size)
@@ -312,7 +313,7 @@ func TestNCCLInspectorFlood(t *testing.T) {
 func TestNCCLInspectorRetention(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "n1-pid10.log"), inspJSON(1, "n1", 10, "AllReduce", 1<<20, 10, 1))
-	prom := filepath.Join(dir, inspectorPromPrefix+"x.prom")
+	prom := filepath.Join(dir, inspector.PromPrefix+"x.prom")
 	writeFile(t, prom, `nccl_p2p_bus_bandwidth_gbs{version="v5.1",slurm_job_id="unknown",node="n1",gpu="GPU0",comm_name="pp",n_nodes="2",nranks="2",p2p_operation="Send",message_size="512-513MB"} 464.9`+"\n")
 	c := newTestInspector(t, NCCLInspectorOptions{DumpDir: dir, Retention: time.Hour})
 	now := time.Now()
@@ -386,155 +387,6 @@ func TestNCCLInspectorBackground(t *testing.T) {
 	}
 }
 
-func TestInspectorSizeBuckets(t *testing.T) {
-	for _, c := range []struct {
-		b    float64
-		want string
-	}{{0, "0-64KiB"}, {65535, "0-64KiB"}, {65536, "64KiB-1MiB"}, {1 << 20, "1-16MiB"}, {64 << 20, "16-256MiB"}, {1 << 30, "256MiB-4GiB"}, {17179869184, "4GiB+"}} {
-		if got := inspectorSizeBucket(c.b); got != c.want {
-			t.Errorf("%v: %s, want %s", c.b, got, c.want)
-		}
-	}
-	for s, want := range map[string]float64{"0B": 0, "1-2KB": 1024, "64-65MB": 64 << 20, "4-5GB": 4 << 30, "7-8B": 7} {
-		if got, ok := inspectorSizeRangeMin(s); !ok || got != want {
-			t.Errorf("%s: %v %v, want %v", s, got, ok, want)
-		}
-	}
-	for _, s := range []string{"", "-", "1-", "x-2MB", "1-2XB", "1-MB"} {
-		if _, ok := inspectorSizeRangeMin(s); ok {
-			t.Errorf("%q accepted", s)
-		}
-	}
-}
-
-func inspectorSeeds(f *testing.F) {
-	for _, p := range []string{"json/vm-pid692.log", "prom/nccl_inspector_metrics_14a9cb09-ae08-55c9-60a5-427ca9b9477d.prom"} {
-		b, err := os.ReadFile(filepath.Join(inspectorFixtures, p))
-		if err != nil {
-			f.Fatal(err)
-		}
-		for i, l := range strings.SplitN(string(b), "\n", 4) {
-			if i < 3 {
-				f.Add([]byte(l))
-			}
-		}
-	}
-	f.Add([]byte(inspJSON(1, "n", 1, "Send", 1, 1, 1)))
-	f.Add([]byte(`{"header":{"id":"0x1","comm_name":"x","rank":0,"n_ranks":2,"nnodes":1},"metadata":{"hostname":"h","pid":3},"p2p_perf":{"p2p":"Send","p2p_sn":1,"p2p_peer":1,"p2p_msg_size_bytes":9000,"p2p_exec_time_us":5,"p2p_timing_source":"kernel_gpu","p2p_algobw_gbs":1,"p2p_busbw_gbs":1}}`))
-}
-
-// refParseInspectorJSON is the reference: encoding/json into the plugin's
-// structure (what the scanner replaced for speed).
-func refParseInspectorJSON(line []byte) (inspectorOp, bool) {
-	type perf struct {
-		Coll      string   `json:"coll"`
-		CollSize  *float64 `json:"coll_msg_size_bytes"`
-		CollTime  *float64 `json:"coll_exec_time_us"`
-		CollBusBW *float64 `json:"coll_busbw_gbs"`
-		P2P       string   `json:"p2p"`
-		P2PSize   *float64 `json:"p2p_msg_size_bytes"`
-		P2PTime   *float64 `json:"p2p_exec_time_us"`
-		P2PBusBW  *float64 `json:"p2p_busbw_gbs"`
-	}
-	var l struct {
-		Header struct {
-			ID       string `json:"id"`
-			CommName string `json:"comm_name"`
-			Rank     int64  `json:"rank"`
-			NRanks   int64  `json:"n_ranks"`
-			NNodes   int64  `json:"nnodes"`
-		} `json:"header"`
-		Metadata struct {
-			Hostname string  `json:"hostname"`
-			PID      *uint32 `json:"pid"`
-		} `json:"metadata"`
-		Coll *perf `json:"coll_perf"`
-		P2P  *perf `json:"p2p_perf"`
-	}
-	if json.Unmarshal(line, &l) != nil || (l.Coll == nil) == (l.P2P == nil) || l.Metadata.PID == nil {
-		return inspectorOp{}, false
-	}
-	var name string
-	var size, us, bw *float64
-	if p := l.Coll; p != nil {
-		name, size, us, bw = p.Coll, p.CollSize, p.CollTime, p.CollBusBW
-	} else {
-		p = l.P2P
-		name, size, us, bw = p.P2P, p.P2PSize, p.P2PTime, p.P2PBusBW
-	}
-	if name == "" || size == nil || us == nil || bw == nil || l.Header.ID == "" || l.Metadata.Hostname == "" {
-		return inspectorOp{}, false
-	}
-	for _, v := range []float64{*size, *us, *bw} {
-		if v < 0 {
-			return inspectorOp{}, false
-		}
-	}
-	return inspectorOp{host: inspLabel(l.Metadata.Hostname), pid: fmt.Sprint(*l.Metadata.PID), comm: inspLabel(l.Header.ID),
-		commName: inspLabel(l.Header.CommName), rank: l.Header.Rank, ranks: l.Header.NRanks, nodes: l.Header.NNodes,
-		op: inspectorOpName(name), bytes: *size, seconds: *us / 1e6, busBytesPerSecond: *bw * 1e9}, true
-}
-
-// plainJSON: printable ASCII without escapes or null, where encoding/json
-// and the scanner must agree exactly.
-func plainJSON(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 || c > 0x7e || c == '\\' {
-			return false
-		}
-	}
-	return !strings.Contains(string(b), "null")
-}
-
-func FuzzInspectorJSON(f *testing.F) {
-	inspectorSeeds(f)
-	f.Fuzz(func(t *testing.T, line []byte) {
-		op, err := parseInspectorJSON(line)
-		if ref, ok := refParseInspectorJSON(line); ok && err == nil && plainJSON(line) {
-			if ref != op {
-				t.Fatalf("scanner %+v, encoding/json %+v", op, ref)
-			}
-		}
-		if err != nil {
-			return
-		}
-		for _, s := range []string{op.host, op.pid, op.comm, op.commName} {
-			if len(s) > maxNCCLLabel {
-				t.Fatalf("label of %d bytes", len(s))
-			}
-		}
-		if _, ok := inspectorOps[op.op]; !ok && op.op != "other" {
-			t.Fatalf("unbounded op %q", op.op)
-		}
-		if op.bytes < 0 || op.seconds < 0 || op.busBytesPerSecond < 0 || math.IsNaN(op.busBytesPerSecond) || math.IsInf(op.busBytesPerSecond, 0) {
-			t.Fatalf("bad numbers %+v", op)
-		}
-	})
-}
-
-func FuzzInspectorProm(f *testing.F) {
-	inspectorSeeds(f)
-	f.Fuzz(func(t *testing.T, line []byte) {
-		s, err := parseInspectorPromLine(line)
-		if err != nil {
-			return
-		}
-		if _, ok := inspectorOps[s.op]; !ok && s.op != "other" {
-			t.Fatalf("unbounded op %q", s.op)
-		}
-		if s.algo != "" && s.algo != "other" && inspectorAlgoProto(s.algo) != s.algo {
-			t.Fatalf("unbounded algo_proto %q", s.algo)
-		}
-		ok := false
-		for _, b := range inspectorSizeBuckets {
-			ok = ok || b.name == s.size
-		}
-		if !ok || s.value < 0 || math.IsNaN(s.value) || len(s.node) > maxNCCLLabel || len(s.comm) > maxNCCLLabel {
-			t.Fatalf("bad sample %+v", s)
-		}
-	})
-}
-
 // BenchmarkInspectorJSONFollow measures the JSON mode end to end (follow,
 // parse, sum) on the real H200 dump repeated to 64 MiB:
 // go test ./collector -run XXX -bench InspectorJSONFollow -benchtime 5x
@@ -558,35 +410,4 @@ func BenchmarkInspectorJSONFollow(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(lines)*float64(b.N)/b.Elapsed().Seconds(), "lines/s")
-}
-
-// The scanner on the plugin's escapes ('/' is written as "\/"), verbose
-// event traces, P2P and malformed lines.
-func TestInspectorJSONScanner(t *testing.T) {
-	verbose := `{"header":{"id":"0xe62dedaa97644a","comm_name":"DP\/0 \"a\"","rank":4,"n_ranks":8,"nnodes":1},"metadata":{"inspector_output_format_version":"v4.0","git_rev":"9019a1912-dirty","rec_mechanism":"nccl_profiler_interface","dump_timestamp_us":1752867229276385,"hostname":"example-hostname","pid":438776},"coll_perf":{"coll":"ReduceScatter","coll_sn":1231,"coll_msg_size_bytes":2147483648,"coll_exec_time_us":41057,"coll_timing_source":"kernel_gpu","coll_algobw_gbs":418.439467,"coll_busbw_gbs":366.134533,"event_trace_sn":{"coll_start_sn":1,"coll_stop_sn":2,"kernel_events":[{"channel_id":0,"kernel_start_sn":3,"kernel_stop_sn":48,"kernel_record_sn":47}]},"event_trace_ts":{"coll_start_ts":1752867229235059,"coll_stop_ts":1752867229235064,"kernel_events":[{"channel_id":0,"kernel_start_ts":1752867229235181,"kernel_stop_ts":1752867229275811,"kernel_record_ts":1752867229275811}]}}}`
-	op, err := parseInspectorJSON([]byte(verbose))
-	want := inspectorOp{host: "example-hostname", pid: "438776", comm: "0xe62dedaa97644a", commName: `DP/0 "a"`, rank: 4, ranks: 8, nodes: 1,
-		op: "ReduceScatter", bytes: 2147483648, seconds: 0.041057, busBytesPerSecond: 366.134533e9}
-	if err != nil || op != want {
-		t.Errorf("verbose line: %+v %v, want %+v", op, err, want)
-	}
-	p2p := `{"header":{"id":"0x1","comm_name":"pp","rank":0,"n_ranks":2,"nnodes":2},"metadata":{"hostname":"h","pid":3},"p2p_perf":{"p2p":"Send","p2p_sn":1,"p2p_peer":1,"p2p_msg_size_bytes":9000,"p2p_exec_time_us":5,"p2p_timing_source":"kernel_gpu","p2p_algobw_gbs":1.8,"p2p_busbw_gbs":1.8}}`
-	if op, err := parseInspectorJSON([]byte(p2p)); err != nil || op.op != "Send" || op.bytes != 9000 || op.busBytesPerSecond != 1.8e9 {
-		t.Errorf("p2p line: %+v %v", op, err)
-	}
-	for _, bad := range []string{
-		"{" + verbose, verbose + "}", verbose[:len(verbose)-1],
-		strings.Replace(p2p, `"p2p_busbw_gbs":1.8`, `"p2p_busbw_gbs":"nan"`, 1), // the plugin writes NaN as a string
-		strings.Replace(p2p, `"pid":3`, `"pid":-3`, 1),
-		strings.Replace(p2p, `"pid":3`, `"pid":3.5`, 1),
-		strings.Replace(p2p, `"p2p_msg_size_bytes":9000`, `"p2p_msg_size_bytes":+9000`, 1),
-		strings.Replace(p2p, `"rank":0`, `"rank":"0"`, 1),
-		strings.Replace(p2p, `"p2p_perf"`, `"coll_perf"`, 1), // p2p fields under coll_perf
-		strings.Replace(p2p, `"comm_name":"pp"`, `"comm_name":"p\x"`, 1),
-		p2p[:len(p2p)-1] + `,"coll_perf":{}}`, // two operations
-	} {
-		if op, err := parseInspectorJSON([]byte(bad)); err == nil {
-			t.Errorf("accepted %q: %+v", bad, op)
-		}
-	}
 }

@@ -8,8 +8,9 @@
 //
 //   - grep: `LC_ALL=C grep -c 'NCCL INFO' FILE` (single-threaded);
 //   - ours: this program re-executed as a child with GOMAXPROCS=1 that
-//     reads the file once through the collector's follower and parser
-//     (collector.ScanNCCLLog: the code the exporter runs, state included).
+//     reads the file once through internal/nccl's Follower and Tracker
+//     (nccl.ScanLog: the code the exporter's nccl collector runs, state
+//     included).
 //
 // Each child's wall time, CPU time (rusage utime+stime) and peak RSS
 // (VmHWM of /proc/PID/status, polled every millisecond; the Go child also
@@ -40,7 +41,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fabric-exporter/fabric_exporter/collector"
+	"github.com/fabric-exporter/fabric_exporter/internal/nccl"
 )
 
 func main() {
@@ -64,12 +65,12 @@ func main() {
 }
 
 type childResult struct {
-	collector.NCCLScanResult
+	nccl.ScanResult
 	HWM int64 // VmHWM of the child, bytes
 }
 
 func childParse(path string) {
-	r, err := collector.ScanNCCLLog(path)
+	r, err := nccl.ScanLog(path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

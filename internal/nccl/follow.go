@@ -1,4 +1,4 @@
-package collector
+package nccl
 
 import (
 	"bytes"
@@ -13,10 +13,10 @@ import (
 	"syscall"
 )
 
-// A follower of log files named by globs. Every poll it expands the globs,
-// stats each file and reads the bytes added since the last poll: files are
-// opened, read and closed, so hundreds of files cost no descriptors between
-// polls. A file is known by (device, inode):
+// How the Follower follows the files of its globs. Every poll it expands
+// the globs, stats each file and reads the bytes added since the last
+// poll: files are opened, read and closed, so hundreds of files cost no
+// descriptors between polls. A file is known by (device, inode):
 //
 //   - a new file is read from its start (NCCL writes the transport lines at
 //     init, possibly days ago);
@@ -28,22 +28,24 @@ import (
 //     outside the globs) is forgotten, with its partial line.
 //
 // Lines are split on '\n'. A partial last line is kept until its end
-// arrives, up to maxNCCLLine bytes; a longer line is dropped (counted as one
-// unparsed line) and the follower skips to its end. Memory is bounded by
+// arrives, up to maxLine bytes; a longer line is dropped (counted as one
+// unparsed line) and the Follower skips to its end. Memory is bounded by
 // the read buffer plus one partial line per file.
 
 const (
-	maxNCCLLine    = 64 << 10  // longest line kept
-	ncclReadBuf    = 128 << 10 // bytes read per system call and parsed per lock
-	ncclFingerLen  = 256       // bytes of a file's start that identify it
+	maxLine        = 64 << 10  // longest line kept
+	readBuf        = 128 << 10 // bytes read per system call and parsed per lock
+	fingerLen      = 256       // bytes of a file's start that identify it
 	keptPartialCap = 4 << 10   // partial-line buffers larger than this are freed once empty
 )
 
-type fileID struct{ dev, ino uint64 }
+// FileID is what the Follower knows a file by: its device and inode.
+type FileID struct{ dev, ino uint64 }
 
-// ncclFile is the follower's state of one file.
-type ncclFile struct {
-	id       fileID
+// File is the Follower's state of one file, handed to the Sink with each
+// chunk and line; its methods describe the line being delivered.
+type File struct {
+	id       FileID
 	path     string
 	offset   int64 // bytes consumed
 	size     int64 // size at the last poll
@@ -51,50 +53,65 @@ type ncclFile struct {
 	finger   uint64
 	fingerN  int
 	partial  []byte
-	dropping bool // inside a line longer than maxNCCLLine
+	dropping bool // inside a line longer than maxLine
 	seen     uint64
 	lineOff  int64 // offset in the file of the line being parsed
 
-	// Attribution of bare "NCCL version" lines: the process of the latest
-	// header line, by stream tag.
-	last    *ncclProc
-	byTag   map[string]*ncclProc
-	tag     [16]byte  // the tag of the latest tagged line…
-	tagLen  int       //
-	tagProc *ncclProc // …and its process (spares the map for runs of one stream)
+	// The Tracker's attribution of bare "NCCL version" lines: the process
+	// of the latest header line, by stream tag (unused by other Sinks).
+	last    *Process
+	byTag   map[string]*Process
+	tag     [16]byte // the tag of the latest tagged line…
+	tagLen  int      //
+	tagProc *Process // …and its process (spares the map for runs of one stream)
 }
 
-// lineSink consumes the lines of one chunk. begin and end bracket a chunk
-// (the collector locks its state in between).
-type lineSink interface {
-	begin(f *ncclFile)
-	line(f *ncclFile, line []byte)
-	dropped(f *ncclFile) // a line longer than maxNCCLLine
-	end(f *ncclFile, n int)
+// Path is the name the file was found under at the latest poll.
+func (f *File) Path() string { return f.path }
+
+// LineOffset is the byte offset in the file of the line being delivered.
+func (f *File) LineOffset() int64 { return f.lineOff }
+
+// ModTime is the file's modification time at the latest poll, in Unix
+// nanoseconds.
+func (f *File) ModTime() int64 { return f.mtime }
+
+// Sink consumes the lines the Follower reads. Begin and End bracket each
+// chunk of one file (at most 128 KiB; a Sink may lock its state in
+// between); line is valid only during the call.
+type Sink interface {
+	Begin(f *File)
+	Line(f *File, line []byte)
+	Dropped(f *File) // a line longer than 64 KiB, skipped
+	End(f *File, n int)
 }
 
-type ncclTailer struct {
+// Follower reads the lines added to the files of its globs at each Poll.
+// It is not safe for concurrent use: one goroutine polls.
+type Follower struct {
 	globs []string
-	files map[fileID]*ncclFile
+	files map[FileID]*File
 	buf   []byte
 	gen   uint64
-	sink  lineSink
-	// readErr is called for a file that cannot be read (not for one that
-	// vanished between the glob and the read).
-	readErr func(path string, err error)
-	// yield is called between chunks (runtime.Gosched in the collector, so
-	// a scrape on the same CPU does not wait for a long backlog).
-	yield func()
+	sink  Sink
+	// ReadErr is called for a file that cannot be read (not for one that
+	// vanished between the glob and the read). Set it before the first Poll.
+	ReadErr func(path string, err error)
+	// Yield is called between chunks: runtime.Gosched by default, so that a
+	// scrape on the same CPU does not wait for a long backlog.
+	Yield func()
 }
 
-func newNCCLTailer(globs []string, sink lineSink) *ncclTailer {
-	return &ncclTailer{globs: globs, files: map[fileID]*ncclFile{}, sink: sink,
-		readErr: func(string, error) {}, yield: runtime.Gosched}
+// NewFollower follows the files of globs (patterns checked by the caller
+// with filepath.Match) into sink.
+func NewFollower(globs []string, sink Sink) *Follower {
+	return &Follower{globs: globs, files: map[FileID]*File{}, sink: sink,
+		ReadErr: func(string, error) {}, Yield: runtime.Gosched}
 }
 
-// poll reads what was added to every matched file since the last poll.
+// Poll reads what was added to every matched file since the last poll.
 // stop is checked between chunks.
-func (t *ncclTailer) poll(stop func() bool) {
+func (t *Follower) Poll(stop func() bool) {
 	t.gen++
 	var paths []string
 	for _, g := range t.globs {
@@ -118,22 +135,23 @@ func (t *ncclTailer) poll(stop func() bool) {
 	}
 }
 
-func statID(fi fs.FileInfo) fileID {
+// StatID returns the identity of a file as the Follower knows it.
+func StatID(fi fs.FileInfo) FileID {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return fileID{dev: uint64(st.Dev), ino: uint64(st.Ino)}
+		return FileID{dev: uint64(st.Dev), ino: uint64(st.Ino)}
 	}
-	return fileID{}
+	return FileID{}
 }
 
-func (t *ncclTailer) follow(path string, stop func() bool) {
+func (t *Follower) follow(path string, stop func() bool) {
 	fi, err := os.Stat(path)
 	if err != nil || !fi.Mode().IsRegular() {
 		return
 	}
-	id := statID(fi)
+	id := StatID(fi)
 	f := t.files[id]
 	if f == nil {
-		f = &ncclFile{id: id}
+		f = &File{id: id}
 		t.files[id] = f
 	} else if f.seen == t.gen {
 		return // the same file under a second name (hard link, two globs)
@@ -151,51 +169,51 @@ func (t *ncclTailer) follow(path string, stop func() bool) {
 	fh, err := os.Open(path)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			t.readErr(path, err)
+			t.ReadErr(path, err)
 		}
 		return
 	}
 	defer fh.Close()
-	if ofi, err := fh.Stat(); err != nil || statID(ofi) != id {
+	if ofi, err := fh.Stat(); err != nil || StatID(ofi) != id {
 		return // replaced between stat and open: next poll
 	}
 	if !t.checkFinger(fh, f, size) {
 		f.restart()
 	}
 	if t.buf == nil {
-		t.buf = make([]byte, ncclReadBuf)
+		t.buf = make([]byte, readBuf)
 	}
 	if _, err := fh.Seek(f.offset, io.SeekStart); err != nil {
-		t.readErr(path, err)
+		t.ReadErr(path, err)
 		return
 	}
 	for f.offset < size {
 		want := min(int64(len(t.buf)), size-f.offset)
 		n, err := io.ReadFull(fh, t.buf[:want])
 		if n > 0 {
-			t.sink.begin(f)
+			t.sink.Begin(f)
 			t.feed(f, t.buf[:n])
-			t.sink.end(f, n)
+			t.sink.End(f, n)
 			f.offset += int64(n)
 		}
 		if err != nil {
 			if !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-				t.readErr(path, err)
+				t.ReadErr(path, err)
 			}
 			return // truncated while reading: the next poll sees it
 		}
 		if stop() {
 			return
 		}
-		t.yield()
+		t.Yield()
 	}
 }
 
 // checkFinger compares the file's first bytes with those seen before and
-// remembers up to ncclFingerLen of them; false means the file was replaced.
-func (t *ncclTailer) checkFinger(fh *os.File, f *ncclFile, size int64) bool {
-	n := int(min(size, ncclFingerLen))
-	var b [ncclFingerLen]byte
+// remembers up to fingerLen of them; false means the file was replaced.
+func (t *Follower) checkFinger(fh *os.File, f *File, size int64) bool {
+	n := int(min(size, fingerLen))
+	var b [fingerLen]byte
 	got, err := fh.ReadAt(b[:n], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return true // cannot tell; keep the offset
@@ -215,7 +233,7 @@ func hash64(b []byte) uint64 {
 }
 
 // restart forgets what was read: the file is read again from its start.
-func (f *ncclFile) restart() {
+func (f *File) restart() {
 	f.offset = 0
 	f.partial = f.partial[:0]
 	f.dropping = false
@@ -226,7 +244,7 @@ func (f *ncclFile) restart() {
 
 // feed splits data into lines, joining the partial line of the previous
 // chunk.
-func (t *ncclTailer) feed(f *ncclFile, data []byte) {
+func (t *Follower) feed(f *File, data []byte) {
 	off := f.offset // of data[0]
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')
@@ -234,7 +252,7 @@ func (t *ncclTailer) feed(f *ncclFile, data []byte) {
 			if f.dropping {
 				return
 			}
-			if len(f.partial)+len(data) > maxNCCLLine {
+			if len(f.partial)+len(data) > maxLine {
 				f.dropping = true
 				f.dropPartial()
 				return
@@ -249,27 +267,27 @@ func (t *ncclTailer) feed(f *ncclFile, data []byte) {
 		switch {
 		case f.dropping:
 			f.dropping = false
-			t.sink.dropped(f)
+			t.sink.Dropped(f)
 		case len(f.partial) > 0:
-			if len(f.partial)+len(line) > maxNCCLLine {
+			if len(f.partial)+len(line) > maxLine {
 				f.dropPartial()
-				t.sink.dropped(f)
+				t.sink.Dropped(f)
 				continue
 			}
 			f.lineOff = lineOff - int64(len(f.partial))
 			f.partial = append(f.partial, line...)
-			t.sink.line(f, f.partial)
+			t.sink.Line(f, f.partial)
 			f.dropPartial()
-		case len(line) > maxNCCLLine:
-			t.sink.dropped(f)
+		case len(line) > maxLine:
+			t.sink.Dropped(f)
 		default:
 			f.lineOff = lineOff
-			t.sink.line(f, line)
+			t.sink.Line(f, line)
 		}
 	}
 }
 
-func (f *ncclFile) dropPartial() {
+func (f *File) dropPartial() {
 	if cap(f.partial) > keptPartialCap {
 		f.partial = nil
 	} else {
@@ -277,9 +295,9 @@ func (f *ncclFile) dropPartial() {
 	}
 }
 
-// backlog returns the bytes of followed files not read yet (as of the last
+// Backlog returns the bytes of followed files not read yet (as of the last
 // stat) and the number of files followed.
-func (t *ncclTailer) backlog() (bytes int64, files int) {
+func (t *Follower) Backlog() (bytes int64, files int) {
 	for _, f := range t.files {
 		if f.size > f.offset {
 			bytes += f.size - f.offset

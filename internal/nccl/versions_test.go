@@ -1,4 +1,4 @@
-package collector
+package nccl
 
 import (
 	"bytes"
@@ -13,30 +13,30 @@ import (
 	"github.com/go-kit/log"
 )
 
-const fixtureNCCLVersions = "fixtures/nccl/versions"
+const fixtureNCCLVersions = fixtureNCCL + "/versions"
 
 // ncclClassification is the network of every process of one log as
 // "net evidence" ("IB decision", "Socket socket-fallback"), "" for none.
 type ncclClassification map[string]string
 
-func (c *ncclCollector) classification() ncclClassification {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *testNCCL) classification() ncclClassification {
 	out := ncclClassification{}
-	for _, p := range c.procs {
-		v := ""
-		if p.net != "" {
-			v = p.net + " " + ncclEvidenceName(p.netLevel)
+	c.View(func(procs []*Process, _ Stats) {
+		for _, p := range procs {
+			v := ""
+			if p.Net != "" {
+				v = p.Net + " " + p.NetEvidence.String()
+			}
+			out[p.Host+"/"+p.PID] = v
 		}
-		out[p.host+"/"+p.pid] = v
-	}
+	})
 	return out
 }
 
 // ncclVersionTable is what each synthetic log of fixtures/nccl/versions
 // must classify to. The logs are built from the format strings of the NCCL
 // release in their name (their "# formats:" line cites file:line); the
-// rules are in the package doc of nccl_parse.go and in
+// rules are in the version table of message.go and in
 // docs/nccl-classification.md.
 var ncclVersionTable = map[string]ncclClassification{
 	// 2.4.2-2.4.7 log "NET/Socket : Using" first for every process (the
@@ -192,10 +192,10 @@ func diffClassification(t *testing.T, name string, got, want ncclClassification)
 
 func classifyFile(t *testing.T, path string) ncclClassification {
 	t.Helper()
-	c := newTestNCCL(t, NCCLOptions{LogPaths: []string{path}})
+	c := newTestNCCL(t, testOpts{LogPaths: []string{path}})
 	c.poll()
-	if c.files != 1 {
-		t.Fatalf("%s: %v files", path, c.files)
+	if c.files() != 1 {
+		t.Fatalf("%s: %v files", path, c.files())
 	}
 	return c.classification()
 }
@@ -268,8 +268,8 @@ func TestNCCLVersionLogsSayWhatTheyExpect(t *testing.T) {
 // fixtures/nccl and, where the checkout has it next to it, from
 // shared/reference/real-samples/nccl-logs, and the H200 captures.
 func TestNCCLRealSampleClassification(t *testing.T) {
-	tables := map[string]map[string]ncclClassification{fixtureNCCL: ncclRealSampleTable, "fixtures/nccl-h200": ncclH200Table}
-	for _, d := range []string{"../../shared/reference/real-samples/nccl-logs", "../../../shared/reference/real-samples/nccl-logs"} {
+	tables := map[string]map[string]ncclClassification{fixtureNCCL: ncclRealSampleTable, fixtureNCCLH200: ncclH200Table}
+	for _, d := range []string{"../../../shared/reference/real-samples/nccl-logs", "../../../../shared/reference/real-samples/nccl-logs"} {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 			tables[d] = ncclRealSampleTable
 			break
@@ -302,12 +302,12 @@ func TestNCCLNoTransientSocketClaim(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := newTestNCCL(t, NCCLOptions{LogPaths: []string{"unused"}})
-			f := &ncclFile{path: name}
+			c := newTestNCCL(t, testOpts{LogPaths: []string{"unused"}})
+			f := &File{path: name}
 			for i, l := range bytes.Split(b, []byte("\n")) {
-				c.begin(f)
-				c.line(f, l)
-				c.end(f, 0)
+				c.Begin(f)
+				c.Line(f, l)
+				c.End(f, 0)
 				for k, v := range c.classification() {
 					if strings.HasPrefix(v, "Socket ") && !strings.HasPrefix(want[k], "Socket ") {
 						t.Errorf("%s line %d: %s classified %q, in the end %q", name, i+1, k, v, want[k])
@@ -318,7 +318,7 @@ func TestNCCLNoTransientSocketClaim(t *testing.T) {
 	}
 	check(fixtureNCCLVersions, ncclVersionTable)
 	check(fixtureNCCL, ncclRealSampleTable)
-	check("fixtures/nccl-h200", ncclH200Table)
+	check(fixtureNCCLH200, ncclH200Table)
 }
 
 // TestNCCLClassificationEvidenceLog: every classification is logged at
@@ -336,13 +336,7 @@ func TestNCCLClassificationEvidenceLog(t *testing.T) {
 	cut := bytes.Index(src, []byte("NCCL INFO Using network Socket")) + 12
 	writeFile(t, path, string(src[:cut]))
 	var buf bytes.Buffer
-	env, _ := testEnv()
-	env.Logger = log.NewLogfmtLogger(log.NewSyncWriter(&buf))
-	c, err := newNCCLState(env, &Options{ProcfsPath: "/nonexistent/proc", NCCL: NCCLOptions{LogPaths: []string{path}, Hostname: "h"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.tailer.yield = func() {}
+	c := newTestNCCL(t, testOpts{LogPaths: []string{path}, Hostname: "h", Logger: log.NewLogfmtLogger(log.NewSyncWriter(&buf))})
 	c.poll()
 	appendFile(t, path, string(src[cut:]))
 	c.poll()
@@ -400,20 +394,15 @@ func TestNCCLClassificationEvidenceLog(t *testing.T) {
 // bounded number of evidence lines per process.
 func TestNCCLEvidenceLogBounded(t *testing.T) {
 	var buf bytes.Buffer
-	env, _ := testEnv()
-	env.Logger = log.NewLogfmtLogger(&buf)
-	c, err := newNCCLState(env, &Options{NCCL: NCCLOptions{LogPaths: []string{"unused"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &ncclFile{path: "x.log"}
-	c.begin(f)
+	c := newTestNCCL(t, testOpts{LogPaths: []string{"unused"}, Logger: log.NewLogfmtLogger(&buf)})
+	f := &File{path: "x.log"}
+	c.Begin(f)
 	for i := range 1000 {
-		c.line(f, []byte("h:1:1 [0] NCCL INFO Using network "+[]string{"IB", "Socket"}[i%2]))
+		c.Line(f, []byte("h:1:1 [0] NCCL INFO Using network "+[]string{"IB", "Socket"}[i%2]))
 	}
-	c.end(f, 0)
-	if n := strings.Count(buf.String(), "\n"); n != maxNCCLNetLogs+1 {
-		t.Errorf("%d evidence lines, want %d", n, maxNCCLNetLogs+1)
+	c.End(f, 0)
+	if n := strings.Count(buf.String(), "\n"); n != maxNetLogs+1 {
+		t.Errorf("%d evidence lines, want %d", n, maxNetLogs+1)
 	}
 	if !strings.Contains(buf.String(), "not logged") {
 		t.Error("no note that further changes are not logged")
