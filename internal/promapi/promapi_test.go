@@ -155,6 +155,9 @@ func TestBadJSON(t *testing.T) {
 		{404, "404 page not found\n"},
 		{200, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"x"]}]}}`},
 		{200, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{}}]}}`},
+		{200, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":"1"}]}}`},
+		{200, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1]}]}}`},
+		{200, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"\u0031"]}]}}`},
 		{200, `{"status":"success","data":{"resultType":"vector","result":{}}}`},
 		{200, `{"status":"success","data"`},
 	} {
