@@ -11,7 +11,6 @@ import (
 	"image/png"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/promapi"
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
@@ -65,25 +65,7 @@ func tail(s string, n int) string {
 
 func needProm(t *testing.T) (prometheus, promtool string) {
 	t.Helper()
-	var missing []string
-	for _, n := range []string{"prometheus", "promtool"} {
-		p, err := exec.LookPath(n)
-		if err != nil {
-			missing = append(missing, n)
-		}
-		if n == "prometheus" {
-			prometheus = p
-		} else {
-			promtool = p
-		}
-	}
-	if len(missing) > 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%v not found; .ci/run installs Debian's prometheus package", missing)
-		}
-		t.Skipf("%v not found: skipping the tests against a real Prometheus (apt-get install prometheus)", missing)
-	}
-	return prometheus, promtool
+	return testenv.Tool(t, "prometheus"), testenv.Tool(t, "promtool")
 }
 
 // startPrometheus converts the synthetic series into TSDB blocks and
@@ -123,17 +105,12 @@ func startPrometheus(t *testing.T) string {
 			}
 			realProm.cmd = cmd
 			realProm.url = "http://" + addr
-			deadline := time.Now().Add(60 * time.Second)
-			for time.Now().Before(deadline) {
-				if resp, err := http.Get(realProm.url + "/-/ready"); err == nil {
-					resp.Body.Close()
-					if resp.StatusCode == 200 {
-						return nil
-					}
-				}
-				time.Sleep(100 * time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := promapi.New(realProm.url, 0).WaitReady(ctx); err != nil {
+				return fmt.Errorf("%v:\n%s", err, tail(realProm.log.String(), 3000))
 			}
-			return fmt.Errorf("prometheus did not become ready:\n%s", tail(realProm.log.String(), 3000))
+			return nil
 		}()
 	})
 	if realProm.err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/fabric-exporter/fabric_exporter/alerts"
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite json/*.json from the code")
@@ -478,13 +479,7 @@ func TestExpand(t *testing.T) {
 // Every query, variables substituted, parses as PromQL (promtool check
 // rules on a rule file holding them all).
 func TestQueriesParse(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("promtool not found")
-		}
-		t.Skip("promtool not found")
-	}
+	promtool := testenv.Tool(t, "promtool")
 	var b strings.Builder
 	b.WriteString("groups:\n- name: dashboards\n  rules:\n")
 	for i, q := range mustQueries(t) {

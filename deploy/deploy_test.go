@@ -9,18 +9,14 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 // amtool (Debian's prometheus-alertmanager) accepts the example
 // Alertmanager configuration.
 func TestAlertmanagerConfig(t *testing.T) {
-	amtool, err := exec.LookPath("amtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("amtool not found; .ci/run installs prometheus-alertmanager")
-		}
-		t.Skip("amtool not found")
-	}
+	amtool := testenv.Tool(t, "amtool")
 	out, err := exec.Command(amtool, "check-config", "alertmanager/alertmanager.yml").CombinedOutput()
 	if err != nil {
 		t.Fatalf("amtool check-config: %v\n%s", err, out)
@@ -31,13 +27,7 @@ func TestAlertmanagerConfig(t *testing.T) {
 // receiver of its severity (amtool's routing test), and every alert name an
 // inhibit rule matches is a shipped alert.
 func TestAlertmanagerRoutesShippedAlerts(t *testing.T) {
-	amtool, err := exec.LookPath("amtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("amtool not found; .ci/run installs prometheus-alertmanager")
-		}
-		t.Skip("amtool not found")
-	}
+	amtool := testenv.Tool(t, "amtool")
 	var rules struct {
 		Groups []struct {
 			Rules []struct {

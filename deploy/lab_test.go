@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/fabric-exporter/fabric_exporter/alerts"
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 const labDir = "lab"
@@ -159,10 +160,8 @@ func TestLabCompose(t *testing.T) {
 		}
 	}
 
-	compose := ""
-	if p, err := exec.LookPath("docker-compose"); err == nil {
-		compose = p
-	}
+	// Not installed by .ci/run: without either, only the checks above.
+	compose := testenv.OptionalTool("docker-compose")
 	if compose == "" {
 		if err := exec.Command("docker", "compose", "version").Run(); err == nil {
 			compose = "docker compose"
@@ -203,13 +202,7 @@ type staticConfig struct {
 // compose file: job names the rules select, the cluster label, the
 // exporters' and Alertmanager's ports.
 func TestLabPrometheusConfig(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("promtool not found; .ci/run installs prometheus")
-		}
-		t.Skip("promtool not found")
-	}
+	promtool := testenv.Tool(t, "promtool")
 	cfgPath := filepath.Join(labDir, "prometheus.yml")
 	out, err := exec.Command(promtool, "check", "config", cfgPath).CombinedOutput()
 	if err != nil {
@@ -286,13 +279,7 @@ func TestLabPrometheusConfig(t *testing.T) {
 
 // amtool accepts the Alertmanager configuration the lab mounts.
 func TestLabAlertmanagerConfig(t *testing.T) {
-	amtool, err := exec.LookPath("amtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("amtool not found; .ci/run installs prometheus-alertmanager")
-		}
-		t.Skip("amtool not found")
-	}
+	amtool := testenv.Tool(t, "amtool")
 	am := loadCompose(t).Services["alertmanager"]
 	src := ""
 	for _, v := range am.Volumes {

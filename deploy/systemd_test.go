@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 const unitPath = "systemd/fabric_exporter.service"
@@ -130,13 +132,7 @@ func TestSystemdUnitKeys(t *testing.T) {
 // systemd-analyze verify accepts the unit without a warning, and
 // systemd-analyze security rates its exposure OK (≤ 3.0).
 func TestSystemdAnalyze(t *testing.T) {
-	sa, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("systemd-analyze not found; .ci/run installs systemd")
-		}
-		t.Skip("systemd-analyze not found")
-	}
+	sa := testenv.Tool(t, "systemd-analyze")
 	// verify checks that ExecStart's binary is executable: point it at an
 	// executable that exists here (this test binary).
 	self, err := os.Executable()

@@ -8,10 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +24,7 @@ import (
 	"github.com/fabric-exporter/fabric_exporter/dashboards"
 	"github.com/fabric-exporter/fabric_exporter/internal/fakekubelet"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
+	"github.com/fabric-exporter/fabric_exporter/internal/promapi"
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
@@ -98,15 +97,8 @@ type event struct {
 }
 
 func (w *webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	var msg struct {
-		Alerts []struct {
-			Status      string            `json:"status"`
-			Labels      map[string]string `json:"labels"`
-			Annotations map[string]string `json:"annotations"`
-		} `json:"alerts"`
-	}
-	b, _ := io.ReadAll(r.Body)
-	if err := json.Unmarshal(b, &msg); err != nil {
+	var msg promapi.WebhookMessage
+	if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
 		http.Error(rw, err.Error(), 400)
 		return
 	}
@@ -412,7 +404,7 @@ scrape_configs:
 	promAddr := testenv.FreeAddr(t)
 	start(t, promBin, "--config.file="+promYml, "--storage.tsdb.path="+filepath.Join(tmp, "tsdb"), "--web.listen-address="+promAddr)
 	testenv.WaitHTTP(t, "http://"+promAddr+"/-/ready")
-	prom := &promClient{base: "http://" + promAddr}
+	prom := newPromClient("http://" + promAddr)
 
 	// Baseline: every target up, rates flowing, nothing firing.
 	waitFor(t, 60*time.Second, "all targets up and rail rates recorded", func() bool {
@@ -497,7 +489,7 @@ scrape_configs:
 	// from the storm events before the 1m occupancy rate passed 10%.)
 	var pfcDesc string
 	waitFor(t, 60*time.Second, "PFCStorm's description to list rx priority 3", func() bool {
-		as, _ := prom.alerts()
+		as, _ := prom.Alerts(context.Background())
 		for _, a := range as {
 			if a.Labels["alertname"] == "PFCStorm" && a.Labels["instance"] == nodes["pfc"].addr {
 				pfcDesc = a.Annotations["description"]
@@ -761,57 +753,14 @@ func writeAlertmanagerConfig(src, dst, base string) error {
 	return os.WriteFile(dst, out, 0o644)
 }
 
-// promClient queries Prometheus' HTTP API.
-type promClient struct{ base string }
+// promClient adds to the shared API client what the tests ask: how many
+// series, their labels, one value.
+type promClient struct{ *promapi.Client }
 
-func (p *promClient) query(q string) ([]struct {
-	Metric map[string]string `json:"metric"`
-	Value  [2]any            `json:"value"`
-}, error) {
-	resp, err := http.Get(p.base + "/api/v1/query?query=" + url.QueryEscape(q))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			Result []struct {
-				Metric map[string]string `json:"metric"`
-				Value  [2]any            `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil, err
-	}
-	if r.Status != "success" {
-		return nil, fmt.Errorf("query %q: %s", q, r.Error)
-	}
-	return r.Data.Result, nil
-}
+func newPromClient(base string) *promClient { return &promClient{promapi.New(base, 30*time.Second)} }
 
-// alerts returns Prometheus' active alerts (labels and annotations).
-func (p *promClient) alerts() ([]struct {
-	Labels      map[string]string `json:"labels"`
-	Annotations map[string]string `json:"annotations"`
-}, error) {
-	resp, err := http.Get(p.base + "/api/v1/alerts")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Data struct {
-			Alerts []struct {
-				Labels      map[string]string `json:"labels"`
-				Annotations map[string]string `json:"annotations"`
-			} `json:"alerts"`
-		} `json:"data"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&r)
-	return r.Data.Alerts, err
+func (p *promClient) query(q string) ([]promapi.Sample, error) {
+	return p.Query(context.Background(), q, time.Time{})
 }
 
 func (p *promClient) count(q string) (int, error) {
@@ -830,10 +779,11 @@ func (p *promClient) list(q string) ([]map[string]string, error) {
 
 func (p *promClient) scalar(q string) (float64, error) {
 	r, err := p.query(q)
-	if err != nil || len(r) == 0 {
-		return 0, fmt.Errorf("no result for %q: %v", q, err)
+	if err != nil {
+		return 0, err
 	}
-	var v float64
-	_, err = fmt.Sscan(r[0].Value[1].(string), &v)
-	return v, err
+	if len(r) == 0 {
+		return 0, fmt.Errorf("no result for %q", q)
+	}
+	return r[0].Value, nil
 }

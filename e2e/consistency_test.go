@@ -41,7 +41,7 @@ func TestTwoPrometheusServersAgree(t *testing.T) {
 		pa := testenv.FreeAddr(t)
 		start(t, promBin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(tmp, fmt.Sprintf("tsdb%d", i)), "--web.listen-address="+pa)
 		testenv.WaitHTTP(t, "http://"+pa+"/-/ready")
-		proms = append(proms, &promClient{base: "http://" + pa})
+		proms = append(proms, newPromClient("http://"+pa))
 	}
 	// Counters that move with every scrape (durations, the read-error
 	// counter the fixture's garbage value bumps on each scrape) differ by
@@ -69,7 +69,7 @@ func TestTwoPrometheusServersAgree(t *testing.T) {
 				ls = append(ls, k+"="+v)
 			}
 			sort.Strings(ls)
-			got[i] = append(got[i], fmt.Sprintf("%s %v", strings.Join(ls, ","), s.Value[1]))
+			got[i] = append(got[i], fmt.Sprintf("%s %v", strings.Join(ls, ","), s.Value))
 		}
 		sort.Strings(got[i])
 	}

@@ -10,11 +10,8 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +21,7 @@ import (
 	"time"
 
 	"github.com/fabric-exporter/fabric_exporter/dashboards"
+	"github.com/fabric-exporter/fabric_exporter/internal/promapi"
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
@@ -103,7 +101,7 @@ scrape_configs:
 		"-loggerLevel=WARN")
 	testenv.WaitHTTP(t, "http://"+alertAddr+"/-/healthy")
 
-	p := &promClient{base: vm}
+	p := newPromClient(vm)
 	var socket map[string]string
 	waitFor(t, 90*time.Second, "the Socket process in VictoriaMetrics", func() bool {
 		l, err := p.list(`fabric_nccl_net_info{net="Socket"}`)
@@ -131,23 +129,23 @@ scrape_configs:
 		n, err := p.count(`rail:fabric_rdma_bits:rate1m{cluster="lab"}`)
 		return err == nil && n == 2
 	})
-	end := time.Now()
+	end := time.Now().Truncate(time.Second)
 	data := map[string]bool{}
 	var empty []string
 	for _, q := range dashboards.Queries() {
-		v := url.Values{"query": {q.Expr}}
-		path := "/api/v1/query_range"
+		var n int
+		var err error
 		if q.Instant {
-			path = "/api/v1/query"
-			v.Set("time", fmt.Sprint(end.Unix()))
+			var r []promapi.Sample
+			r, err = p.Query(t.Context(), q.Expr, end)
+			n = len(r)
 		} else {
-			v.Set("start", fmt.Sprint(end.Add(-2*time.Minute).Unix()))
-			v.Set("end", fmt.Sprint(end.Unix()))
-			v.Set("step", "2")
+			var r []promapi.Series
+			r, err = p.QueryRange(t.Context(), q.Expr, end.Add(-2*time.Minute), end, 2*time.Second)
+			n = len(r)
 		}
-		n, err := vmCount(vm+path, v)
 		if err != nil {
-			t.Errorf("%s / %s: %v\n%s", q.Dashboard, q.Panel, err, q.Expr)
+			t.Errorf("%s / %s: %v", q.Dashboard, q.Panel, err)
 			continue
 		}
 		if n > 0 {
@@ -168,27 +166,4 @@ scrape_configs:
 			t.Errorf("panel %q has no data through VictoriaMetrics", panel)
 		}
 	}
-}
-
-// vmCount runs a query and returns the number of series.
-func vmCount(u string, v url.Values) (int, error) {
-	resp, err := http.Get(u + "?" + v.Encode())
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			Result []json.RawMessage `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return 0, err
-	}
-	if r.Status != "success" {
-		return 0, fmt.Errorf("%s", r.Error)
-	}
-	return len(r.Data.Result), nil
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 // An overlay of the base with components/pod-resources-access builds, and
@@ -16,13 +18,7 @@ import (
 // capabilities, everything else dropped, the pod-resources directory still
 // read-only.
 func TestPodResourcesAccessComponent(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("kubectl not found; .ci/run installs Debian's kubernetes-client")
-		}
-		t.Skip("kubectl not found (Debian: apt-get install kubernetes-client)")
-	}
+	kubectl := testenv.Tool(t, "kubectl")
 	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)

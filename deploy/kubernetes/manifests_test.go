@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fabric-exporter/fabric_exporter/alerts"
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 const repo = "../.."
@@ -349,13 +350,7 @@ func TestPrometheusRuleInput(t *testing.T) {
 // kubectl kustomize (kustomize built into kubectl) renders the base, and
 // every object it prints still decodes strictly, in the base's namespace.
 func TestKustomizeBuild(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("kubectl not found; .ci/run installs Debian's kubernetes-client")
-		}
-		t.Skip("kubectl not found (Debian: apt-get install kubernetes-client)")
-	}
+	kubectl := testenv.Tool(t, "kubectl")
 	k, _ := loadBase(t)
 	out, err := exec.Command(kubectl, "kustomize", ".").CombinedOutput()
 	if err != nil {

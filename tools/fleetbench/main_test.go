@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 // The what-if rules keep every rule and lose every rail join, and
@@ -22,10 +24,7 @@ func TestDropRailJoins(t *testing.T) {
 	if got, want := strings.Count(out, "- record:")+strings.Count(out, "- alert:"), strings.Count(string(b), "- record:")+strings.Count(string(b), "- alert:"); got != want {
 		t.Errorf("%d rules, want %d", got, want)
 	}
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool not found")
-	}
+	promtool := testenv.Tool(t, "promtool")
 	p := filepath.Join(t.TempDir(), "rules.yml")
 	os.WriteFile(p, []byte(out), 0o644)
 	if o, err := exec.Command(promtool, "check", "rules", p).CombinedOutput(); err != nil {

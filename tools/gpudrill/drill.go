@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/promapi"
 )
 
 //go:embed allreduce.py
@@ -254,7 +256,7 @@ func startStack(cfg Config, sh shipped, dir, gpuFixture, inspectorDir string) (*
 	}{{fmt.Sprintf("http://127.0.0.1:%d/metrics", cfg.ExporterPort), s.exporter},
 		{fmt.Sprintf("http://127.0.0.1:%d/-/ready", cfg.AlertmanagerPort), s.am},
 		{fmt.Sprintf("http://127.0.0.1:%d/-/ready", cfg.PrometheusPort), s.prom}} {
-		if err := waitHTTP(w.u, 60*time.Second, w.p); err != nil {
+		if err := waitReady(w.u, 60*time.Second, w.p); err != nil {
 			return s, err
 		}
 	}
@@ -379,7 +381,7 @@ func runTrial(cfg Config, sh shipped, res *Result, name, kind, inspector string)
 	if d, err := query(cfg.PrometheusPort, `fabric_scrape_collector_duration_seconds{collector=~"gpu|nccl|process"}`); err == nil {
 		var parts []string
 		for _, s := range d {
-			parts = append(parts, fmt.Sprintf("%s %.2f ms", s.labels["collector"], s.value*1e3))
+			parts = append(parts, fmt.Sprintf("%s %.2f ms", s.Metric["collector"], s.Value*1e3))
 		}
 		res.printf("%s: collector durations at the last scrape: %s", name, strings.Join(parts, ", "))
 	}
@@ -432,7 +434,7 @@ func checkSocket(cfg Config, res *Result, st *stack, name string, ranks []rank, 
 	ifs := waitQuery(cfg, fmt.Sprintf(`fabric_nccl_socket_interface_info{pid=~"%s"}`, pids), len(ranks), 10*time.Second)
 	okIf := len(ifs) >= len(ranks)
 	for _, s := range ifs {
-		okIf = okIf && s.labels["interface"] == cfg.SocketIf
+		okIf = okIf && s.Metric["interface"] == cfg.SocketIf
 	}
 	res.check(name+": socket interface", okIf && paged && strings.Contains(page.annotations["summary"], "interface "+cfg.SocketIf),
 		"fabric_nccl_socket_interface_info %s; the page says %q", labelsOf(ifs, "pid", "interface"), page.annotations["summary"])
@@ -453,18 +455,12 @@ func checkInitFailure(cfg Config, res *Result, name string, ranks []rank, pids s
 	res.check(name+": no NCCLSocketFallback for a failed rank", len(sock) == 0, "%d alerts", len(sock))
 }
 
-func waitQuery(cfg Config, q string, n int, timeout time.Duration) []sample {
-	deadline := time.Now().Add(timeout)
-	for {
-		got, err := query(cfg.PrometheusPort, q)
-		if err == nil && len(got) >= n || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+// waitQuery polls q until it returns n samples or timeout passes.
+func waitQuery(cfg Config, q string, n int, timeout time.Duration) []promapi.Sample {
+	return waitFor(cfg, q, func(ss []promapi.Sample) bool { return len(ss) >= n }, timeout)
 }
 
-func labelsOf(ss []sample, names ...string) string {
+func labelsOf(ss []promapi.Sample, names ...string) string {
 	if len(ss) == 0 {
 		return "(none)"
 	}
@@ -472,7 +468,7 @@ func labelsOf(ss []sample, names ...string) string {
 	for _, s := range ss {
 		var kv []string
 		for _, n := range names {
-			if v, ok := s.labels[n]; ok {
+			if v, ok := s.Metric[n]; ok {
 				kv = append(kv, n+"="+v)
 			}
 		}
@@ -666,7 +662,7 @@ func writeGPUFixture(cfg Config, dir string, ranks []rank) {
 		n, _ := strconv.ParseUint(r.pid, 10, 32)
 		pids = append(pids, uint32(n))
 	}
-	g := info[0].labels
+	g := info[0].Metric
 	idx, _ := strconv.Atoi(g["gpu"])
 	fx := map[string]any{"source": "nvml", "driver_version": g["driver_version"], "interval_ms": 1000,
 		"gpus": []any{map[string]any{"index": idx, "uuid": g["uuid"], "name": g["name"], "pci_bus_id": g["pci_bus_id"], "pids": pids}}}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/promapi"
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
@@ -176,11 +177,11 @@ func TestInspectorDumps(t *testing.T) {
 	}
 	// Every rank needs a series.
 	ranks := []rank{{host: "vm", pid: "7"}, {host: "vm", pid: "8"}}
-	if _, ok := perRank([]sample{{labels: map[string]string{"host": "vm", "pid": "7"}, value: 1}}, ranks); ok {
+	if _, ok := perRank([]promapi.Sample{{Metric: map[string]string{"host": "vm", "pid": "7"}, Value: 1}}, ranks); ok {
 		t.Error("a rank without a series passed")
 	}
-	m, ok := perRank([]sample{{labels: map[string]string{"host": "vm", "pid": "7"}, value: 1}, {labels: map[string]string{"host": "vm", "pid": "8"}, value: 2},
-		{labels: map[string]string{"host": "vm", "pid": "7"}, value: 3}}, ranks)
+	m, ok := perRank([]promapi.Sample{{Metric: map[string]string{"host": "vm", "pid": "7"}, Value: 1}, {Metric: map[string]string{"host": "vm", "pid": "8"}, Value: 2},
+		{Metric: map[string]string{"host": "vm", "pid": "7"}, Value: 3}}, ranks)
 	if !ok || m["vm/7"] != 3 || m["vm/8"] != 2 {
 		t.Errorf("%v %v", m, ok)
 	}

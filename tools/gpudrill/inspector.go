@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/promapi"
 )
 
 // The NCCL Inspector part of the drill: with the plugin loaded (live) or
@@ -125,7 +127,7 @@ func inspectorDumps(dir string) map[string]dumpBW {
 }
 
 // waitFor polls q until ok accepts the result or timeout passes.
-func waitFor(cfg Config, q string, ok func([]sample) bool, timeout time.Duration) []sample {
+func waitFor(cfg Config, q string, ok func([]promapi.Sample) bool, timeout time.Duration) []promapi.Sample {
 	deadline := time.Now().Add(timeout)
 	for {
 		got, err := query(cfg.PrometheusPort, q)
@@ -138,12 +140,12 @@ func waitFor(cfg Config, q string, ok func([]sample) bool, timeout time.Duration
 
 // perRank returns, for every rank, the largest value of the series with
 // its host and pid (false if a rank has none).
-func perRank(ss []sample, ranks []rank) (map[string]float64, bool) {
+func perRank(ss []promapi.Sample, ranks []rank) (map[string]float64, bool) {
 	m := map[string]float64{}
 	for _, s := range ss {
-		k := s.labels["host"] + "/" + s.labels["pid"]
-		if v, ok := m[k]; !ok || s.value > v {
-			m[k] = s.value
+		k := s.Metric["host"] + "/" + s.Metric["pid"]
+		if v, ok := m[k]; !ok || s.Value > v {
+			m[k] = s.Value
 		}
 	}
 	all := len(ranks) > 0
@@ -157,7 +159,7 @@ func perRank(ss []sample, ranks []rank) (map[string]float64, bool) {
 func checkInspector(cfg Config, res *Result, name string, ranks []rank, pids, inspDir string) {
 	// Two scrapes with new operations, then a rule evaluation.
 	timeout := 4*parseDur(cfg.ScrapeInterval) + 2*parseDur(cfg.EvalInterval) + 20*time.Second
-	every := func(ss []sample) bool { _, ok := perRank(ss, ranks); return ok }
+	every := func(ss []promapi.Sample) bool { _, ok := perRank(ss, ranks); return ok }
 	bw := waitFor(cfg, fmt.Sprintf(`%s{pid=~"%s"}`, busBWRule, pids), every, timeout)
 	scraped, ok := perRank(bw, ranks)
 	res.check(name+": Inspector bus bandwidth for every rank", ok, "%s %s", busBWRule, labelsOf(bw, "host", "pid", "op", "size"))
@@ -186,10 +188,10 @@ func checkInspector(cfg Config, res *Result, name string, ranks []rank, pids, in
 // and joined to the ranks' GPU by uuid.
 func reportInspectorProm(cfg Config, res *Result, name string, ranks []rank, pids string) {
 	q := fmt.Sprintf(`fabric_nccl_inspector_bus_bandwidth_bytes_per_second * on (instance, uuid) group_left () group by (instance, uuid) (fabric_gpu_process_info{pid=~"%s"})`, pids)
-	got := waitFor(cfg, q, func(ss []sample) bool { return len(ss) > 0 }, 2*parseDur(cfg.ScrapeInterval)+10*time.Second)
+	got := waitFor(cfg, q, func(ss []promapi.Sample) bool { return len(ss) > 0 }, 2*parseDur(cfg.ScrapeInterval)+10*time.Second)
 	var parts []string
 	for _, s := range got {
-		parts = append(parts, fmt.Sprintf("%s %s %s %.2f GB/s", s.labels["uuid"], s.labels["op"], s.labels["size"], s.value/1e9))
+		parts = append(parts, fmt.Sprintf("%s %s %s %.2f GB/s", s.Metric["uuid"], s.Metric["op"], s.Metric["size"], s.Value/1e9))
 	}
 	res.check(name+": Inspector (Prometheus mode) bus bandwidth on the ranks' GPU", len(got) > 0, "%s", strings.Join(parts, "; "))
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/promapi"
 )
 
 // proc is a child process in its own process group (killed with its
@@ -105,21 +108,16 @@ func portsFree(ports ...int) error {
 	return nil
 }
 
-func waitHTTP(u string, timeout time.Duration, p *proc) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+// waitReady waits until u answers 200 OK, and gives up early if p exits.
+func waitReady(u string, timeout time.Duration, p *proc) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return promapi.WaitReady(ctx, nil, u, func() error {
 		if p != nil && p.exited() {
-			return fmt.Errorf("%s exited before %s answered (see its log)", p.name, u)
+			return fmt.Errorf("%s exited before it answered (see its log)", p.name)
 		}
-		if resp, err := http.Get(u); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("%s did not answer within %s", u, timeout)
+		return nil
+	})
 }
 
 // notification is one alert of one webhook delivery.
@@ -142,13 +140,7 @@ type webhook struct {
 func (w *webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	at := time.Now()
 	b, _ := io.ReadAll(r.Body)
-	var msg struct {
-		Alerts []struct {
-			Status      string            `json:"status"`
-			Labels      map[string]string `json:"labels"`
-			Annotations map[string]string `json:"annotations"`
-		} `json:"alerts"`
-	}
+	var msg promapi.WebhookMessage
 	if err := json.Unmarshal(b, &msg); err != nil {
 		http.Error(rw, err.Error(), 400)
 		return
@@ -294,44 +286,12 @@ func writePrometheusConfig(path, rules string, scrape, eval string, amPort, expo
 	return os.WriteFile(path, b, 0o644)
 }
 
-// sample is one element of a Prometheus instant vector.
-type sample struct {
-	labels map[string]string
-	value  float64
-}
-
-func query(promPort int, q string) ([]sample, error) {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/v1/query?query=%s", promPort, url.QueryEscape(q)))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			Result []struct {
-				Metric map[string]string `json:"metric"`
-				Value  [2]any            `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil, err
-	}
-	if r.Status != "success" {
-		return nil, fmt.Errorf("query %s: %s", q, r.Error)
-	}
-	var out []sample
-	for _, e := range r.Data.Result {
-		s := sample{labels: e.Metric}
-		if v, ok := e.Value[1].(string); ok {
-			s.value, _ = strconv.ParseFloat(v, 64)
-		}
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool { return fmt.Sprint(out[i].labels) < fmt.Sprint(out[j].labels) })
-	return out, nil
+// query asks the drill's Prometheus; the samples come sorted by labels.
+func query(promPort int, q string) ([]promapi.Sample, error) {
+	c := promapi.New(fmt.Sprintf("http://127.0.0.1:%d", promPort), 30*time.Second)
+	out, err := c.Query(context.Background(), q, time.Time{})
+	sort.Slice(out, func(i, j int) bool { return fmt.Sprint(out[i].Metric) < fmt.Sprint(out[j].Metric) })
+	return out, err
 }
 
 // procStat returns the CPU seconds (user+system) and resident set of pid.
