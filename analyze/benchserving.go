@@ -38,8 +38,10 @@ type BenchOptions struct {
 	Location *time.Location
 }
 
-// DefaultBenchOptions matches SGLang's bench_serving.
-var DefaultBenchOptions = BenchOptions{StartOffset: time.Second, Location: time.UTC}
+// DefaultBenchOptions returns the options that match SGLang's bench_serving.
+func DefaultBenchOptions() BenchOptions {
+	return BenchOptions{StartOffset: time.Second, Location: time.UTC}
+}
 
 const (
 	markStart    = "Starting main benchmark run"

@@ -21,7 +21,7 @@ func readFile(t *testing.T, p string) string {
 // padding and latency sections) saved through
 // `ts '%Y-%m-%dT%H:%M:%.S%z'`.
 func TestBenchServingOneRun(t *testing.T) {
-	runs, err := ParseBenchServing(readFile(t, "testdata/bench/c16.log"), DefaultBenchOptions)
+	runs, err := ParseBenchServing(readFile(t, "testdata/bench/c16.log"), DefaultBenchOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestBenchServingOneRun(t *testing.T) {
 		r.Successful != 128 || r.InputTokens != 8388608 || r.InputThroughput != 27962.03 || r.RequestThroughput != 0.43 || r.Line != 6 {
 		t.Errorf("run %+v", r)
 	}
-	sw, err := LoadSweep([]string{"testdata/bench/c16.log"}, DefaultBenchOptions)
+	sw, err := LoadSweep([]string{"testdata/bench/c16.log"}, DefaultBenchOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestBenchServingOneRun(t *testing.T) {
 // testdata/bench/sweep-loop.log: two runs appended by a shell loop, Unix
 // timestamps (ts '%.s'), colour escapes around the progress bar.
 func TestBenchServingLoop(t *testing.T) {
-	runs, err := ParseBenchServing(readFile(t, "testdata/bench/sweep-loop.log"), DefaultBenchOptions)
+	runs, err := ParseBenchServing(readFile(t, "testdata/bench/sweep-loop.log"), DefaultBenchOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,14 +116,14 @@ func TestBenchServingErrors(t *testing.T) {
 		// zero start. Dates outside 2000–2199 are not taken for timestamps.
 		{"year 1", "0001-01-01 0:00:00 Starting main benchmark run\nBenchmark duration (s):1", "line 1: \"Starting main benchmark run\" has no timestamp"},
 	} {
-		_, err := ParseBenchServing(tc.text, DefaultBenchOptions)
+		_, err := ParseBenchServing(tc.text, DefaultBenchOptions())
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 	// No concurrency in the output: a window cannot be placed in the sweep.
 	p := writeTemp(t, "run.log", start+"Max request concurrency:                 not set   \nBenchmark duration (s):                  10.00\n")
-	if _, err := LoadSweep([]string{p}, DefaultBenchOptions); err == nil || !strings.Contains(err.Error(), "run.log:1: no \"Max request concurrency\"") {
+	if _, err := LoadSweep([]string{p}, DefaultBenchOptions()); err == nil || !strings.Contains(err.Error(), "run.log:1: no \"Max request concurrency\"") {
 		t.Errorf("concurrency not set: %v", err)
 	}
 }
@@ -133,7 +133,7 @@ func FuzzParseBenchServing(f *testing.F) {
 	f.Add("[2026-11-02 10:00:00] x\r\x1b[1mStarting main benchmark run\nTotal input tokens: 12\n")
 	f.Add("1793613600.5 Starting main benchmark run\n")
 	f.Fuzz(func(t *testing.T, s string) {
-		runs, err := ParseBenchServing(s, DefaultBenchOptions)
+		runs, err := ParseBenchServing(s, DefaultBenchOptions())
 		if err == nil {
 			for _, r := range runs {
 				if r.Duration <= 0 || r.Started.IsZero() {

@@ -29,7 +29,7 @@ import (
 // openmetrics`. Without prometheus/promtool they are skipped, unless $CI is
 // set (.ci/run installs them).
 
-var updateDocs = flag.Bool("docs", false, "write the README's worked example into ../docs/analyze")
+var updateDocs = flag.Bool("docs", false, "write docs/analysis.md's worked example into ../docs/analyze")
 
 var realProm struct {
 	once sync.Once
@@ -127,7 +127,7 @@ func testConfig(url, out string, sweep ...string) Config {
 		Query:         QueryOptions{ExporterSelector: `job="fabric"`, SGLangSelector: `job="sglang"`, Timeout: 30 * time.Second},
 		Direction:     Transmitted,
 		KneeThreshold: 0.05,
-		Bench:         DefaultBenchOptions,
+		Bench:         DefaultBenchOptions(),
 	}
 }
 
@@ -321,10 +321,10 @@ func TestRealPrometheusSweep(t *testing.T) {
 	writeDocs(t, sweep, out, url)
 }
 
-// docsDir holds the README's worked example, produced by this test.
+// docsDir holds docs/analysis.md's worked example, produced by this test.
 var docsDir = filepath.Join("..", "docs", "analyze")
 
-// writeDocs refreshes the README's worked example (make analyze-example);
+// writeDocs refreshes docs/analysis.md's worked example (make analyze-example);
 // without -docs it checks that the committed sweep and report are what
 // the analysis produces now.
 func writeDocs(t *testing.T, sweep, out, url string) {

@@ -40,7 +40,7 @@ windows:
 `
 
 func TestSweepYAML(t *testing.T) {
-	sw, err := LoadSweep([]string{writeTemp(t, "s.yaml", goodYAML)}, DefaultBenchOptions)
+	sw, err := LoadSweep([]string{writeTemp(t, "s.yaml", goodYAML)}, DefaultBenchOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ concurrency,name,start,end
 `
 
 func TestSweepCSV(t *testing.T) {
-	sw, err := LoadSweep([]string{writeTemp(t, "s.csv", goodCSV)}, DefaultBenchOptions)
+	sw, err := LoadSweep([]string{writeTemp(t, "s.csv", goodCSV)}, DefaultBenchOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,15 +119,15 @@ func TestSweepErrors(t *testing.T) {
 		{"s.csv", "name,concurrency,start,end\nc1,x,2026-11-02T10:01:00Z,2026-11-02T10:06:00Z\n", `s.csv:2: concurrency "x"`},
 		{"s.csv", "name,concurrency,start,end\n,1,2026-11-02T10:01:00Z,2026-11-02T10:06:00Z\n", "name is empty"},
 	} {
-		_, err := LoadSweep([]string{writeTemp(t, tc.file, tc.content)}, DefaultBenchOptions)
+		_, err := LoadSweep([]string{writeTemp(t, tc.file, tc.content)}, DefaultBenchOptions())
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s %q: error %v, want %q", tc.file, tc.content, err, tc.want)
 		}
 	}
-	if _, err := LoadSweep([]string{"/nonexistent/s.yaml"}, DefaultBenchOptions); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if _, err := LoadSweep([]string{"/nonexistent/s.yaml"}, DefaultBenchOptions()); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("missing file: %v", err)
 	}
-	if _, err := LoadSweep(nil, DefaultBenchOptions); err == nil {
+	if _, err := LoadSweep(nil, DefaultBenchOptions()); err == nil {
 		t.Error("no sweep accepted")
 	}
 }
@@ -136,7 +136,7 @@ func TestSweepErrors(t *testing.T) {
 // concurrency that appears in both is an error.
 func TestSweepMixed(t *testing.T) {
 	y := writeTemp(t, "s.yaml", "windows:\n  - {name: c4, concurrency: 4, start: 2026-11-02T10:13:00Z, end: 2026-11-02T10:18:00Z}\n")
-	sw, err := LoadSweep([]string{y, "testdata/bench/sweep-loop.log", "testdata/bench/c16.log"}, DefaultBenchOptions)
+	sw, err := LoadSweep([]string{y, "testdata/bench/sweep-loop.log", "testdata/bench/c16.log"}, DefaultBenchOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,15 +148,15 @@ func TestSweepMixed(t *testing.T) {
 		t.Errorf("windows %v", got)
 	}
 	// The same through a glob pattern (quoted on the command line).
-	sw, err = LoadSweep([]string{y, "testdata/bench/*.log"}, DefaultBenchOptions)
+	sw, err = LoadSweep([]string{y, "testdata/bench/*.log"}, DefaultBenchOptions())
 	if err != nil || len(sw.Windows) != 4 {
 		t.Errorf("glob: %v %v", sw, err)
 	}
-	if _, err := LoadSweep([]string{"testdata/bench/nothing*.log"}, DefaultBenchOptions); err == nil || !strings.Contains(err.Error(), "matches no file") {
+	if _, err := LoadSweep([]string{"testdata/bench/nothing*.log"}, DefaultBenchOptions()); err == nil || !strings.Contains(err.Error(), "matches no file") {
 		t.Errorf("empty glob: %v", err)
 	}
 	y2 := writeTemp(t, "s.yaml", "windows:\n  - {name: c16x, concurrency: 16, start: 2026-11-02T10:13:00Z, end: 2026-11-02T10:18:00Z}\n")
-	if _, err := LoadSweep([]string{y2, "testdata/bench/c16.log"}, DefaultBenchOptions); err == nil || !strings.Contains(err.Error(), `like window "c16x"`) {
+	if _, err := LoadSweep([]string{y2, "testdata/bench/c16.log"}, DefaultBenchOptions()); err == nil || !strings.Contains(err.Error(), `like window "c16x"`) {
 		t.Errorf("duplicate concurrency across files: %v", err)
 	}
 }

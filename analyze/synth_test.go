@@ -202,7 +202,7 @@ func (s synthSweep) benchLog(i int) string {
 func TestSynthBenchLogParses(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "c8.log")
 	os.WriteFile(p, []byte(synthA.benchLog(3)), 0o644)
-	sw, err := LoadSweep([]string{p}, DefaultBenchOptions)
+	sw, err := LoadSweep([]string{p}, DefaultBenchOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -263,15 +263,7 @@ func ncclReady(b []byte) bool {
 
 func promtoolCheck(t *testing.T, metrics string) {
 	t.Helper()
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("promtool not found; .ci/run installs Debian's prometheus package")
-		}
-		t.Log("promtool not found: skipping `promtool check metrics`")
-		return
-	}
-	cmd := exec.Command(promtool, "check", "metrics")
+	cmd := exec.Command(testenv.Tool(t, "promtool"), "check", "metrics")
 	cmd.Stdin = strings.NewReader(metrics)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)

@@ -111,7 +111,7 @@ func loadBase(t *testing.T) (kustomization, manifests) {
 }
 
 // Every manifest decodes strictly into its API type, and the objects fit
-// together: the DaemonSet runs the exporter as the README and the issue
+// together: the DaemonSet runs the exporter as docs/install.md and the issue
 // describe, the Service selects its pods, the ServiceMonitor the Service
 // and sets the job label the shipped rules select.
 func TestManifests(t *testing.T) {
