@@ -1,3 +1,8 @@
+// The stack a trial runs against: child processes, the webhook receiver,
+// the shipped settings and the configurations written from them, Prometheus
+// queries, and the stack itself (exporter, Prometheus, Alertmanager,
+// webhook) started and stopped as one.
+
 package main
 
 import (
@@ -329,4 +334,80 @@ func procStat(pid int) (cpu float64, rssBytes, hwmBytes int64, err error) {
 		}
 	}
 	return cpu, rssBytes, hwmBytes, nil
+}
+
+// stack is one exporter + Prometheus + Alertmanager + webhook.
+type stack struct {
+	exporter, prom, am *proc
+	hook               *webhook
+}
+
+func (s *stack) stop() {
+	s.prom.stop(5 * time.Second)
+	s.am.stop(5 * time.Second)
+	s.exporter.stop(5 * time.Second)
+	if s.hook != nil {
+		s.hook.srv.Close()
+	}
+}
+
+func startStack(cfg Config, sh shipped, dir, gpuFixture, inspectorDir string) (*stack, error) {
+	s := &stack{}
+	var err error
+	instance, _ := os.Hostname()
+	args := []string{"--web.listen-address=127.0.0.1:" + strconv.Itoa(cfg.ExporterPort),
+		"--collector.nccl.log-path=" + filepath.Join(dir, "nccl", "*.log"),
+		`--collector.process.cmdline=allreduce\.py`}
+	if gpuFixture != "" {
+		args = append(args, "--collector.gpu.fixture="+gpuFixture)
+	}
+	if inspectorDir != "" {
+		// The directory the ranks' NCCL_INSPECTOR_DUMP_DIR points to.
+		args = append(args, "--collector.nccl-inspector.dump-dir="+inspectorDir)
+	}
+	if s.exporter, err = startProc("fabric_exporter", filepath.Join(dir, "exporter.log"), os.Environ(), cfg.Exporter, args...); err != nil {
+		return s, err
+	}
+	if s.hook, err = startWebhook(cfg.WebhookPort); err != nil {
+		return s, err
+	}
+	amCfg := filepath.Join(dir, "alertmanager.yml")
+	if err := writeAlertmanagerConfig(copyMap(sh.am), amCfg, cfg.WebhookPort); err != nil {
+		return s, err
+	}
+	if s.am, err = startProc("alertmanager", filepath.Join(dir, "alertmanager.log"), os.Environ(), cfg.Alertmanager,
+		"--config.file="+amCfg, "--storage.path="+filepath.Join(dir, "am-data"),
+		"--web.listen-address=127.0.0.1:"+strconv.Itoa(cfg.AlertmanagerPort), "--cluster.listen-address="); err != nil {
+		return s, err
+	}
+	rules, _ := filepath.Abs(filepath.Join(cfg.Repo, "alerts/fabric-rules.yml"))
+	promCfg := filepath.Join(dir, "prometheus.yml")
+	if err := writePrometheusConfig(promCfg, rules, cfg.ScrapeInterval, cfg.EvalInterval, cfg.AlertmanagerPort, cfg.ExporterPort, instance); err != nil {
+		return s, err
+	}
+	if s.prom, err = startProc("prometheus", filepath.Join(dir, "prometheus.log"), os.Environ(), cfg.Prometheus,
+		"--config.file="+promCfg, "--storage.tsdb.path="+filepath.Join(dir, "prom-data"),
+		"--web.listen-address=127.0.0.1:"+strconv.Itoa(cfg.PrometheusPort)); err != nil {
+		return s, err
+	}
+	for _, w := range []struct {
+		u string
+		p *proc
+	}{{fmt.Sprintf("http://127.0.0.1:%d/metrics", cfg.ExporterPort), s.exporter},
+		{fmt.Sprintf("http://127.0.0.1:%d/-/ready", cfg.AlertmanagerPort), s.am},
+		{fmt.Sprintf("http://127.0.0.1:%d/-/ready", cfg.PrometheusPort), s.prom}} {
+		if err := waitReady(w.u, 60*time.Second, w.p); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// copyMap deep-copies a decoded YAML document (each trial rewrites its
+// receivers).
+func copyMap(m map[string]any) map[string]any {
+	b, _ := json.Marshal(m)
+	var out map[string]any
+	json.Unmarshal(b, &out)
+	return out
 }

@@ -1,0 +1,119 @@
+// The simulated fleet: N nodes served from one HTTP server, their counters
+// moving at plausible rates, and the faults planted on some of them.
+
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+type node struct {
+	mu     sync.Mutex
+	series []tseries
+	vals   []float64
+	last   time.Time
+	rnd    *rand.Rand
+	prefix [][]byte
+}
+
+type fleet struct {
+	tmpl  *template
+	nodes map[string]*node
+	names []string
+}
+
+// planted returns the fault of node i and the alerts it must raise
+// (fire: must fire by the end of the run; pend: pending or firing).
+func planted(i int) (kind string, fire, pend []string) {
+	switch i % 100 {
+	case 1:
+		return "imbalance", nil, []string{"RailImbalance"}
+	case 2:
+		return "pfc", []string{"PFCStorm"}, nil
+	case 3:
+		return "retrans", []string{"RoCERetransmissions"}, nil
+	case 4:
+		return "socket", []string{"NCCLSocketFallback"}, nil
+	}
+	return "", nil, nil
+}
+
+func newFleet(t *template, n int) *fleet {
+	f := &fleet{tmpl: t, nodes: map[string]*node{}}
+	for i := range n {
+		name := fmt.Sprintf("node%04d", i)
+		kind, _, _ := planted(i)
+		nd := &node{rnd: rand.New(rand.NewPCG(uint64(i), 42))}
+		for _, s := range t.series {
+			s := s
+			switch {
+			case kind == "imbalance" && strings.HasPrefix(s.name, "fabric_rdma_port_") && strings.HasSuffix(s.name, "_bytes_total") && !strings.Contains(s.labels, `device="mlx5_0"`):
+				s.rate /= 10
+			case kind == "pfc" && s.name == "fabric_pfc_pause_duration_seconds_total" && strings.Contains(s.labels, `netdev="eth3"`) && strings.Contains(s.labels, `direction="rx"`):
+				s.rate = 0.5
+			case kind == "pfc" && s.name == "fabric_pause_storm_events_total" && strings.Contains(s.labels, `netdev="eth3"`):
+				s.rate = 1.0 / 15
+			case kind == "retrans" && s.name == "fabric_rdma_hw_local_ack_timeout_err_total" && strings.Contains(s.labels, `device="mlx5_2"`):
+				s.rate = 200
+			case kind == "socket" && s.name == "fabric_nccl_net_info":
+				s.labels = strings.Replace(s.labels, `net="IB"`, `net="Socket"`, 1)
+			}
+			nd.series = append(nd.series, s)
+			nd.vals = append(nd.vals, s.value)
+			nd.prefix = append(nd.prefix, []byte(s.name+s.labels+" "))
+		}
+		f.nodes[name] = nd
+		f.names = append(f.names, name)
+	}
+	return f
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func (f *fleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	nd := f.nodes[r.URL.Query().Get("node")]
+	if nd == nil {
+		http.NotFound(w, r)
+		return
+	}
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer bufPool.Put(buf)
+	nd.mu.Lock()
+	now := time.Now()
+	dt := 0.0
+	if !nd.last.IsZero() {
+		dt = now.Sub(nd.last).Seconds()
+	}
+	nd.last = now
+	var b []byte
+	lastName := ""
+	for i, s := range nd.series {
+		if s.name != lastName {
+			buf.WriteString(f.tmpl.meta[s.name])
+			lastName = s.name
+		}
+		v := nd.vals[i]
+		switch {
+		case s.rate > 0:
+			v += s.rate * dt * (0.8 + 0.4*nd.rnd.Float64())
+			nd.vals[i] = v
+		case s.gauge:
+			v = s.value * (0.9 + 0.2*nd.rnd.Float64())
+		}
+		buf.Write(nd.prefix[i])
+		b = strconv.AppendFloat(b[:0], v, 'g', -1, 64)
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	nd.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	w.Write(buf.Bytes())
+}
