@@ -151,8 +151,7 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 	}
 	g, ctr := prometheus.GaugeValue, prometheus.CounterValue
 	c := &processCollector{
-		selection: newSelection(re, p.Max, gpuPIDs(env.GPUs)),
-		env:       env, procfs: procfs, sysfs: o.SysfsPath, interval: p.NumaMapsInterval,
+		env: env, procfs: procfs, sysfs: o.SysfsPath, interval: p.NumaMapsInterval,
 		rails: o.Rails, now: time.Now,
 		reader: sysfs.NewReader(), open: proc.Open, openRoot: proc.OpenRoot,
 		procs: map[int]*procState{},
@@ -183,6 +182,9 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 			"1 if the verbs node of a rail's RDMA device (uverbsN, node=\"\" when the host has none) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0.",
 			g, "pid", "comm", "device", "node"),
 	}
+	// The selection matches command lines with a method of c: bound once
+	// here, not on every scrape.
+	c.selection = newSelection(re, c.matchCmdline, p.Max, gpuPIDs(env.GPUs))
 	if p.DockerHost != "" {
 		d, err := newDockerNames(env, p.DockerHost)
 		if err != nil {
@@ -203,7 +205,7 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	now := c.now()
 	c.gen++
-	if err := c.listPIDs(c.procfs, sysfs.ScanDir); err != nil {
+	if err := c.listPIDs(c.procfs); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return checkProcfs(c.procfs)
 		}
@@ -215,11 +217,7 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 		}
 		return sourceMissing(c.procfs, procfsFix, "--path.procfs %s lists no process", c.procfs)
 	}
-	var match func(int) bool
-	if c.re != nil {
-		match = c.matchCmdline
-	}
-	candidates := c.choose(ctx, now, match)
+	candidates := c.choose(ctx, now)
 	if candidates > c.max {
 		c.env.Once.Warn("process-max", "msg", "more serving processes than --collector.process.max; the rest are not reported", "candidates", candidates, "max", c.max)
 	} else {
@@ -228,7 +226,7 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 
 	devices := c.railDevices(ctx)
 	if len(c.sel) > 0 {
-		c.refresh(c.sysfs, now)
+		c.refreshNodes(c.sysfs, now)
 		if len(devices) > 0 {
 			c.refreshVerbs(now)
 		}

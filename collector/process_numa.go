@@ -46,9 +46,9 @@ type procNuma struct {
 	s    *exposition.Series
 }
 
-// refresh re-reads the CPU lists of the host's NUMA nodes under sysfsRoot
+// refreshNodes re-reads the CPU lists of the host's NUMA nodes under sysfsRoot
 // if they are older than nodeRefresh.
-func (h *hostNodes) refresh(sysfsRoot string, now time.Time) {
+func (h *hostNodes) refreshNodes(sysfsRoot string, now time.Time) {
 	if !h.nodesAt.IsZero() && now.Sub(h.nodesAt) < nodeRefresh {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/proc"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 )
 
 // Selection: which processes the process collector reports. A process is
@@ -28,7 +29,8 @@ const (
 
 // selection is the selection state kept between scrapes.
 type selection struct {
-	re      *regexp.Regexp // nil: GPU processes only
+	re      *regexp.Regexp     // nil: GPU processes only
+	match   func(pid int) bool // reads and matches a command line against re
 	max     int
 	gpuPIDs func(context.Context) []int // nil without a GPU inventory
 
@@ -64,14 +66,14 @@ func (s procSel) selectedBy() string {
 	return selCmdline
 }
 
-func newSelection(re *regexp.Regexp, max int, gpuPIDs func(context.Context) []int) selection {
-	return selection{re: re, max: max, gpuPIDs: gpuPIDs, cands: map[int]*procCand{}, gpuSet: map[int]bool{}}
+func newSelection(re *regexp.Regexp, match func(pid int) bool, max int, gpuPIDs func(context.Context) []int) selection {
+	return selection{re: re, match: match, max: max, gpuPIDs: gpuPIDs, cands: map[int]*procCand{}, gpuSet: map[int]bool{}}
 }
 
 // listPIDs lists the processes of procfs into s.pids, sorted.
-func (s *selection) listPIDs(procfs string, scan func(dir string, fn func(name []byte)) error) error {
+func (s *selection) listPIDs(procfs string) error {
 	s.pids = s.pids[:0]
-	err := scan(procfs, func(name []byte) {
+	err := sysfs.ScanDir(procfs, func(name []byte) {
 		if pid, ok := proc.ParsePID(name); ok {
 			s.pids = append(s.pids, pid)
 		}
@@ -81,12 +83,12 @@ func (s *selection) listPIDs(procfs string, scan func(dir string, fn func(name [
 }
 
 // choose selects among s.pids into s.sel (sorted by PID, at most max) and
-// returns the number of candidates before the cap. match reads and matches
-// a command line; it is called for a new PID at once, then again after
+// returns the number of candidates before the cap. A command line is
+// matched (s.match) for a new PID at once, then again after
 // 10 s, 20 s, 40 s … up to every 5 minutes: titles set by setproctitle
 // shortly after start are seen, and the command lines of the host's
 // long-lived processes are not re-read on every scrape.
-func (s *selection) choose(ctx context.Context, now time.Time, match func(pid int) bool) int {
+func (s *selection) choose(ctx context.Context, now time.Time) int {
 	clear(s.gpuSet)
 	if s.gpuPIDs != nil {
 		for _, pid := range s.gpuPIDs(ctx) {
@@ -102,7 +104,7 @@ func (s *selection) choose(ctx context.Context, now time.Time, match func(pid in
 		}
 		cand.gen = s.gen
 		if s.re != nil && (cand.checked.IsZero() || now.Sub(cand.checked) >= cand.wait) {
-			m := match(pid)
+			m := s.match(pid)
 			switch {
 			case cand.checked.IsZero() || m != cand.match:
 				cand.wait = cmdlineRecheck
