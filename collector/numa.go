@@ -18,7 +18,7 @@ import (
 // numaStats maps the keys of node*/numastat to metric names (and the keys
 // of node*/vmstat that carry the same counters, used when numastat is
 // absent). All count pages.
-var numaStats = []struct {
+var numaStats = [...]struct {
 	key, vmstat, help string
 }{
 	{"numa_hit", "numa_hit", "Pages allocated on this NUMA node as intended (numastat numa_hit)."},
@@ -237,4 +237,18 @@ func eachLine(b []byte, fn func(line []byte)) {
 		}
 		fn(line)
 	}
+}
+
+// firstToken splits off the first space- or tab-separated token of b.
+func firstToken(b []byte) (tok, rest []byte) {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\r' }
+	s := 0
+	for s < len(b) && isSpace(b[s]) {
+		s++
+	}
+	e := s
+	for e < len(b) && !isSpace(b[e]) {
+		e++
+	}
+	return b[s:e], b[e:]
 }

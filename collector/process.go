@@ -1,25 +1,20 @@
 package collector
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
-	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/proc"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sys/unix"
 )
 
 // The process collector watches the serving processes: where their memory
@@ -28,6 +23,13 @@ import (
 // namespace. It reads --path.procfs; reading another user's numa_maps,
 // environ and root needs root (or CAP_SYS_PTRACE), and a container needs
 // the host PID namespace.
+//
+// The /proc files are parsed by internal/proc. The collector is split by
+// concern: this file holds the options, the per-process state and Update;
+// process_select.go the selection (command line, GPU PIDs, the cap);
+// process_numa.go NUMA memory and allowed nodes; process_devices.go the
+// visibility of the rails' RDMA devices; process_container.go the container
+// labels (docker.go the Docker names); process_env.go the NCCL variables.
 
 // DefaultProcessCmdline matches SGLang servers: `python -m
 // sglang.launch_server`, `sglang serve`, and the processes SGLang renames
@@ -60,79 +62,30 @@ func processFlags(app *kingpin.Application, o *Options) {
 		Default("").StringVar(&o.Process.DockerHost)
 }
 
-const (
-	userHZ         = 100                       // USER_HZ: the unit of utime/stime in /proc/PID/stat
-	cmdlineRecheck = 10 * time.Second          // a process's command line is read again after this (setproctitle, exec),
-	cmdlineMax     = 5 * time.Minute           // then after twice as long each time, up to this
-	nodeRefresh    = time.Minute               // NUMA node CPU lists are re-read after this
-	maxCmdline     = 64 << 10                  // bytes of a command line matched
-	maxEnviron     = 1 << 20                   // bytes of an environment read
-	maxNumaMaps    = 64 << 20                  // bytes of a numa_maps read
-	procChunk      = 64 << 10                  // read size for numa_maps
-	envKeep        = 256 << 10                 // environment buffer kept between scrapes
-	maxSymlinks    = 40                        // symlinks followed resolving a path in a process root
-	rdmaCMNode     = "rdma_cm"                 // /dev/infiniband/rdma_cm
-	procFileRoot   = "root"                    // read-error label for /proc/PID/root lookups
-	selCmdline     = "cmdline"                 //
-	selGPU         = "gpu"                     //
-	selBoth        = selCmdline + "," + selGPU //
-)
-
-// procFiles are the /proc/PID files whose failed reads are counted.
-var procFiles = []string{"cgroup", "cmdline", "environ", "numa_maps", procFileRoot, "stat", "status"}
-
-// procFile is an open /proc file.
-type procFile interface {
-	Read(b []byte) (int, error)
-	Close() error
-}
-
-// openProcFile opens a /proc file for sequential reads (fdFile, sysfs.go).
-func openProcFile(path string) (procFile, error) {
-	f, err := sysfs.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	return f.(sysfs.FD), nil
-}
-
-func openRootDir(path string) (int, error) {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	return fd, nil
-}
+// procFiles are the /proc/PID files whose failed reads are counted (an
+// array: never written).
+var procFiles = [...]string{"cgroup", "cmdline", "environ", "numa_maps", procFileRoot, "stat", "status"}
 
 type processCollector struct {
+	selection // which processes (process_select.go)
+	hostNodes // the host's NUMA nodes (process_numa.go)
+	railVerbs // the rails' uverbs nodes, root lookups (process_devices.go)
+
 	env      Env
 	procfs   string
 	sysfs    string
-	re       *regexp.Regexp
-	max      int
 	interval time.Duration
-	gpuPIDs  func(context.Context) []int
 	rails    *Rails
 	now      func() time.Time
 	docker   *dockerNames // nil without --collector.process.docker-host
 
 	// I/O, replaceable in tests.
-	reader    *sysfs.Reader // stat and status, kept open
-	open      func(path string) (procFile, error)
-	openRoot  func(path string) (int, error)
-	noOpenat2 bool // openat2(2) is missing (ENOSYS) or filtered: resolve by hand
+	reader   *sysfs.Reader // stat and status, kept open
+	open     func(path string) (proc.File, error)
+	openRoot func(path string) (int, error)
 
-	gen     uint64
-	cands   map[int]*procCand
-	procs   map[int]*procState
-	pids    []int
-	sel     []procSel
-	gpuSet  map[int]bool
-	nodes   []sysNode
-	nodesAt time.Time
-	verbs   map[string]string // RDMA device -> uverbsN
-	verbsAt time.Time
-	nm      numaMaps
+	procs map[int]*procState
+	nm    proc.NumaMaps
 
 	statBuf   [sysfs.MaxAttrSize]byte
 	statusBuf [16 << 10]byte
@@ -146,25 +99,6 @@ type processCollector struct {
 
 	selected, candidates                                                                  *exposition.Series
 	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, container *exposition.Family
-}
-
-// procCand is the selection cache of one PID of the last listing.
-type procCand struct {
-	gen     uint64
-	match   bool
-	checked time.Time     // zero: check on the next scrape
-	wait    time.Duration // until the next check
-}
-
-type procSel struct {
-	pid          int
-	byGPU, byCmd bool
-}
-
-type sysNode struct {
-	id   int
-	name string
-	cpus cpuSet
 }
 
 // procState is what the collector keeps of a selected process.
@@ -190,27 +124,10 @@ type procState struct {
 	vis   []procVis
 
 	cgAt     time.Time
-	cont     containerRef
+	cont     proc.Container
 	contName string
 	inCont   bool
 	contInfo *exposition.Series
-}
-
-type procNuma struct {
-	node string
-	v    float64
-	s    *exposition.Series
-}
-
-type envVar struct {
-	name, value string
-	s           *exposition.Series
-}
-
-type procVis struct {
-	device, node string
-	ok           bool
-	s            *exposition.Series
 }
 
 func newProcessCollector(env Env, o *Options) (Collector, error) {
@@ -234,10 +151,10 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 	}
 	g, ctr := prometheus.GaugeValue, prometheus.CounterValue
 	c := &processCollector{
-		env: env, procfs: procfs, sysfs: o.SysfsPath, re: re, max: p.Max, interval: p.NumaMapsInterval,
-		gpuPIDs: gpuPIDs(env.GPUs), rails: o.Rails, now: time.Now,
-		reader: sysfs.NewReader(), open: openProcFile, openRoot: openRootDir,
-		cands: map[int]*procCand{}, procs: map[int]*procState{}, gpuSet: map[int]bool{},
+		env: env, procfs: procfs, sysfs: o.SysfsPath, interval: p.NumaMapsInterval,
+		rails: o.Rails, now: time.Now,
+		reader: sysfs.NewReader(), open: proc.Open, openRoot: proc.OpenRoot,
+		procs: map[int]*procState{},
 		chunk: make([]byte, procChunk), cmdBuf: make([]byte, maxCmdline),
 		errCount: map[string]*exposition.Counter{}, errSeries: map[string]*exposition.Series{},
 		selected:   env.Families.NewFamily("fabric_process_selected", "Serving processes reported by the process collector in this scrape (at most --collector.process.max).", g).With(),
@@ -265,6 +182,9 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 			"1 if the verbs node of a rail's RDMA device (uverbsN, node=\"\" when the host has none) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0.",
 			g, "pid", "comm", "device", "node"),
 	}
+	// The selection matches command lines with a method of c: bound once
+	// here, not on every scrape.
+	c.selection = newSelection(re, c.matchCmdline, p.Max, gpuPIDs(env.GPUs))
 	if p.DockerHost != "" {
 		d, err := newDockerNames(env, p.DockerHost)
 		if err != nil {
@@ -285,13 +205,7 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	now := c.now()
 	c.gen++
-	c.pids = c.pids[:0]
-	err := sysfs.ScanDir(c.procfs, func(name []byte) {
-		if pid, ok := parsePID(name); ok {
-			c.pids = append(c.pids, pid)
-		}
-	})
-	if err != nil {
+	if err := c.listPIDs(c.procfs); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return checkProcfs(c.procfs)
 		}
@@ -303,51 +217,8 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 		}
 		return sourceMissing(c.procfs, procfsFix, "--path.procfs %s lists no process", c.procfs)
 	}
-	sort.Ints(c.pids)
-	clear(c.gpuSet)
-	if c.gpuPIDs != nil {
-		for _, pid := range c.gpuPIDs(ctx) {
-			c.gpuSet[pid] = true
-		}
-	}
-
-	// Select.
-	c.sel = c.sel[:0]
-	for _, pid := range c.pids {
-		cand := c.cands[pid]
-		if cand == nil {
-			cand = &procCand{}
-			c.cands[pid] = cand
-		}
-		cand.gen = c.gen
-		if c.re != nil && (cand.checked.IsZero() || now.Sub(cand.checked) >= cand.wait) {
-			// A new process is checked at once, then again after 10 s, 20 s,
-			// 40 s … up to every 5 minutes: titles set by setproctitle
-			// shortly after start are seen, and the command lines of the
-			// host's long-lived processes are not re-read on every scrape.
-			match := c.matchCmdline(pid)
-			switch {
-			case cand.checked.IsZero() || match != cand.match:
-				cand.wait = cmdlineRecheck
-			case cand.wait < cmdlineMax:
-				cand.wait = min(2*cand.wait, cmdlineMax)
-			}
-			cand.match, cand.checked = match, now
-		}
-		if gpu := c.gpuSet[pid]; cand.match || gpu {
-			c.sel = append(c.sel, procSel{pid: pid, byGPU: gpu, byCmd: cand.match})
-		}
-	}
-	for pid, cand := range c.cands {
-		if cand.gen != c.gen {
-			delete(c.cands, pid)
-		}
-	}
-	candidates := len(c.sel)
+	candidates := c.choose(ctx, now)
 	if candidates > c.max {
-		sort.SliceStable(c.sel, func(i, j int) bool { return c.sel[i].byGPU && !c.sel[j].byGPU })
-		c.sel = c.sel[:c.max]
-		sort.Slice(c.sel, func(i, j int) bool { return c.sel[i].pid < c.sel[j].pid })
 		c.env.Once.Warn("process-max", "msg", "more serving processes than --collector.process.max; the rest are not reported", "candidates", candidates, "max", c.max)
 	} else {
 		c.env.Once.Clear("process-max")
@@ -355,9 +226,9 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 
 	devices := c.railDevices(ctx)
 	if len(c.sel) > 0 {
-		c.refreshNodes(now)
-		if len(devices) > 0 && (c.verbs == nil || now.Sub(c.verbsAt) >= c.interval) {
-			c.verbs, c.verbsAt = c.readVerbs(), now
+		c.refreshNodes(c.sysfs, now)
+		if len(devices) > 0 {
+			c.refreshVerbs(now)
 		}
 	}
 	reported := 0
@@ -384,95 +255,10 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 	return nil
 }
 
-// parsePID parses a /proc entry name that is a PID.
-func parsePID(name []byte) (int, bool) {
-	if len(name) == 0 || len(name) > 9 {
-		return 0, false
-	}
-	n := 0
-	for _, ch := range name {
-		if ch < '0' || ch > '9' {
-			return 0, false
-		}
-		n = n*10 + int(ch-'0')
-	}
-	return n, n > 0
-}
-
-// railDevices returns the RDMA devices that carry rails, sorted.
-func (c *processCollector) railDevices(ctx context.Context) []string {
-	if c.rails == nil {
-		return nil
-	}
-	var out []string
-	for _, r := range c.rails.Current(ctx) {
-		if !contains(out, r.Device) {
-			out = append(out, r.Device)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// matchCmdline reads /proc/PID/cmdline and matches it against the regexp.
-// The command line may hold secrets (--api-key): it is matched in place and
-// wiped, never kept, exported or logged.
-func (c *processCollector) matchCmdline(pid int) bool {
-	path := c.procfs + "/" + strconv.Itoa(pid) + "/cmdline"
-	n, err := c.readInto(path, c.cmdBuf)
-	line := c.cmdBuf[:n]
-	defer clear(line)
-	if err != nil {
-		c.readError("cmdline", path, err)
-		return false
-	}
-	for i, ch := range line {
-		if ch == 0 {
-			line[i] = ' '
-		}
-	}
-	return c.re.Match(bytes.TrimRight(line, " "))
-}
-
-// readInto reads path into buf until EOF or buf is full.
-func (c *processCollector) readInto(path string, buf []byte) (int, error) {
-	f, err := c.open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	n := 0
-	for n < len(buf) {
-		m, err := f.Read(buf[n:])
-		if err != nil {
-			return n, &os.PathError{Op: "read", Path: path, Err: err}
-		}
-		if m == 0 {
-			break
-		}
-		n += m
-	}
-	return n, nil
-}
-
-// procGone reports errors that mean the process exited.
-func procGone(err error) bool {
-	return sysfs.IsGone(err) || errors.Is(err, syscall.ESRCH)
-}
-
 // readError records a failed read of a /proc/PID file. A process that
 // exited between the listing and the read is skipped silently.
 func (c *processCollector) readError(file, path string, err error) {
-	if procGone(err) {
+	if proc.Gone(err) {
 		return
 	}
 	c.errCount[file].Inc()
@@ -508,49 +294,40 @@ func (c *processCollector) collectProcess(sel procSel, now time.Time, devices []
 		c.dropProc(sel.pid)
 		return false
 	}
-	ps, err := parseProcStat(raw)
+	ps, err := proc.ParseStat(raw)
 	if err != nil {
 		c.readError("stat", st.statPath, err)
 		c.dropProc(sel.pid)
 		return false
 	}
-	if st.start != 0 && ps.starttime != st.start {
+	if st.start != 0 && ps.StartTime != st.start {
 		// Another process has this PID now: start over, and check its
 		// command line on the next scrape.
 		c.dropProc(sel.pid)
-		if cand := c.cands[sel.pid]; cand != nil {
-			cand.checked = time.Time{}
-		}
+		c.recheck(sel.pid)
 		return false
 	}
-	st.start = ps.starttime
-	selectedBy := selCmdline
-	switch {
-	case sel.byGPU && sel.byCmd:
-		selectedBy = selBoth
-	case sel.byGPU:
-		selectedBy = selGPU
-	}
-	if st.info == nil || string(ps.comm) != st.comm || selectedBy != st.selectedBy {
-		st.comm, st.selectedBy = string(ps.comm), selectedBy
+	st.start = ps.StartTime
+	if selectedBy := sel.selectedBy(); st.info == nil || string(ps.Comm) != st.comm || selectedBy != st.selectedBy {
+		st.comm, st.selectedBy = string(ps.Comm), selectedBy
 		c.bind(st)
 	}
 	b.Add(st.info, 1)
-	b.Add(st.cpuUser, float64(ps.utime)/userHZ)
-	b.Add(st.cpuSys, float64(ps.stime)/userHZ)
-	b.Add(st.majflt, float64(ps.majflt))
+	b.Add(st.cpuUser, float64(ps.UTime)/proc.UserHZ)
+	b.Add(st.cpuSys, float64(ps.STime)/proc.UserHZ)
+	b.Add(st.majflt, float64(ps.MajFlt))
 
 	if raw, err := c.reader.Read(st.statusPath, c.statusBuf[:]); err != nil {
 		c.readError("status", st.statusPath, err)
-	} else if s, err := parseProcStatus(raw); err != nil {
+	} else if s, err := proc.ParseStatus(raw); err != nil {
 		c.readError("status", st.statusPath, err)
 	} else {
-		if s.hasRSS {
-			b.Add(st.rss, float64(s.vmRSS))
+		if s.HasRSS {
+			b.Add(st.rss, float64(s.VmRSS))
 		}
-		if s.hasCtx {
-			b.Add(st.ctxVol, float64(s.volCtx))
-			b.Add(st.ctxInv, float64(s.nonvolCtx))
+		if s.HasCtx {
+			b.Add(st.ctxVol, float64(s.VolCtx))
+			b.Add(st.ctxInv, float64(s.NonvolCtx))
 		}
 		c.addAllowed(st, s, b)
 	}
@@ -614,380 +391,9 @@ func (c *processCollector) bind(st *procState) {
 	}
 }
 
-// readCgroup reads the container of a process from /proc/PID/cgroup
-// (cgroup.go). A file that cannot be read or parsed leaves the process
-// without a container: no label rather than a wrong one.
-func (c *processCollector) readCgroup(st *procState) {
-	path := st.dir + "/cgroup"
-	if c.cgBuf == nil {
-		c.cgBuf = make([]byte, maxCgroupFile+1)
-	}
-	n, err := c.readInto(path, c.cgBuf)
-	if err == nil && n > maxCgroupFile {
-		err = fmt.Errorf("%w: %s is larger than %d bytes", sysfs.ErrGarbage, path, maxCgroupFile)
-	}
-	if err != nil {
-		c.readError("cgroup", path, err)
-		st.inCont, st.contInfo = false, nil
-		return
-	}
-	ref, ok := parseCgroupFile(c.cgBuf[:n])
-	if !ok {
-		st.inCont, st.contInfo = false, nil
-		return
-	}
-	if !st.inCont || ref != st.cont {
-		st.cont, st.inCont, st.contName = ref, true, ""
-		st.contInfo = c.containerSeries(st)
-	}
-}
-
-// containerSeries binds a process's container series. container_name is
-// always a label of the family (one family per name in this process), empty
-// without --collector.process.docker-host.
-func (c *processCollector) containerSeries(st *procState) *exposition.Series {
-	return c.container.With(st.pidS, st.comm, st.cont.runtime, st.cont.id, st.cont.podUID, st.contName)
-}
-
-// containerName refreshes the Docker name of a process's container from
-// the cache (never waiting for the daemon) and rebinds its series when it
-// changed.
-func (c *processCollector) containerName(st *procState) {
-	if c.docker == nil || !st.inCont || (st.cont.runtime != runtimeDocker && st.cont.runtime != runtimePodman) {
-		return
-	}
-	if name := kubeLabel(c.docker.Name(st.cont.id)); name != st.contName {
-		st.contName = name
-		st.contInfo = c.containerSeries(st)
-	}
-}
-
 // Close stops the Docker name lookups.
 func (c *processCollector) Close() {
 	if c.docker != nil {
 		c.docker.Close()
 	}
-}
-
-// addAllowed adds the NUMA nodes a process may run on and allocate from.
-func (c *processCollector) addAllowed(st *procState, s procStatus, b *exposition.Batch) {
-	if s.cpusAllowed != nil && len(c.nodes) > 0 {
-		if st.allowed == nil || string(s.cpusAllowed) != st.cpusRaw {
-			st.cpusRaw, st.allowed = string(s.cpusAllowed), nil
-			if cpus, err := parseCPUList(s.cpusAllowed); err == nil {
-				var names []string
-				for _, n := range c.nodes {
-					if cpus.intersects(n.cpus) {
-						names = append(names, n.name)
-					}
-				}
-				st.allowed = c.allowed.With(st.pidS, st.comm, strings.Join(names, ","))
-			} else {
-				c.readError("status", st.statusPath, err)
-			}
-		}
-		b.Add(st.allowed, 1)
-	}
-	if s.memsAllow != nil {
-		if st.memAllowed == nil || string(s.memsAllow) != st.memsRaw {
-			st.memsRaw, st.memAllowed = string(s.memsAllow), nil
-			if nodes, err := parseCPUList(s.memsAllow); err == nil { // same list format
-				st.memAllowed = c.memAllowed.With(st.pidS, st.comm, expandList(nodes))
-			} else {
-				c.readError("status", st.statusPath, err)
-			}
-		}
-		b.Add(st.memAllowed, 1)
-	}
-}
-
-// expandList formats a set as "0,1,2".
-func expandList(s cpuSet) string {
-	var b strings.Builder
-	for i := 0; i < len(s)*64; i++ {
-		if s.has(i) {
-			if b.Len() > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(strconv.Itoa(i))
-		}
-	}
-	return b.String()
-}
-
-// readNumaMaps sums /proc/PID/numa_maps per node. Nodes of the host with
-// none of the process's memory report 0.
-func (c *processCollector) readNumaMaps(st *procState) {
-	path := st.dir + "/numa_maps"
-	c.nm.reset()
-	f, err := c.open(path)
-	if err == nil {
-		total := 0
-		for {
-			n, rerr := f.Read(c.chunk)
-			if rerr != nil {
-				err = &os.PathError{Op: "read", Path: path, Err: rerr}
-				break
-			}
-			if n == 0 {
-				break
-			}
-			c.nm.write(c.chunk[:n])
-			if total += n; total > maxNumaMaps {
-				err = fmt.Errorf("%w: %s is larger than %d bytes", sysfs.ErrGarbage, path, maxNumaMaps)
-				break
-			}
-		}
-		f.Close()
-		c.nm.finish()
-	}
-	if err != nil {
-		c.readError("numa_maps", path, err)
-		st.numa = st.numa[:0]
-		return
-	}
-	// Every node of the host, and any other node numa_maps names.
-	var want []int
-	for _, n := range c.nodes {
-		want = append(want, n.id)
-	}
-	for node, v := range c.nm.bytes {
-		if v > 0 && !containsInt(want, node) {
-			want = append(want, node)
-		}
-	}
-	sort.Ints(want)
-	same := len(want) == len(st.numa)
-	for i := 0; same && i < len(want); i++ {
-		same = st.numa[i].node == strconv.Itoa(want[i])
-	}
-	if !same {
-		st.numa = st.numa[:0]
-		for _, node := range want {
-			id := strconv.Itoa(node)
-			st.numa = append(st.numa, procNuma{node: id, s: c.numaMem.With(st.pidS, st.comm, id)})
-		}
-	}
-	for i, node := range want {
-		st.numa[i].v = 0
-		if node < len(c.nm.bytes) {
-			st.numa[i].v = float64(c.nm.bytes[node])
-		}
-	}
-}
-
-func containsInt(list []int, v int) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-// readEnviron reads the allow-listed NCCL variables of a process, once per
-// process (environ is the environment at exec and does not change). The
-// buffer is wiped after use: the rest of the environment is never kept.
-func (c *processCollector) readEnviron(st *procState) {
-	path := st.dir + "/environ"
-	f, err := c.open(path)
-	if err != nil {
-		c.readError("environ", path, err)
-		return
-	}
-	defer f.Close()
-	if c.envBuf == nil {
-		c.envBuf = make([]byte, 0, 16<<10)
-	}
-	buf := c.envBuf[:0]
-	defer func() {
-		clear(buf[:cap(buf)])
-		if cap(buf) > envKeep {
-			buf = nil
-		}
-		c.envBuf = buf[:0]
-	}()
-	for len(buf) < maxEnviron {
-		if len(buf) == cap(buf) { // grow, wiping the old array
-			nb := make([]byte, len(buf), 2*cap(buf))
-			copy(nb, buf)
-			clear(buf)
-			buf = nb
-		}
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		if err != nil {
-			c.readError("environ", path, &os.PathError{Op: "read", Path: path, Err: err})
-			return
-		}
-		if n == 0 {
-			break
-		}
-		buf = buf[:len(buf)+n]
-	}
-	st.envVars = st.envVars[:0]
-	ncclEnv(buf, func(name string, value []byte) {
-		v := strings.ToValidUTF8(string(value), "\uFFFD")
-		st.envVars = append(st.envVars, envVar{name: name, value: v, s: c.nccl.With(st.pidS, st.comm, name, v)})
-	})
-	st.envDone = true
-}
-
-// readVerbs maps RDMA devices to their uverbs character devices
-// (class/infiniband_verbs/uverbsN/ibdev).
-func (c *processCollector) readVerbs() map[string]string {
-	m := map[string]string{}
-	dir := filepath.Join(c.sysfs, "class", "infiniband_verbs")
-	names, _ := sysfs.ListDir(dir, false)
-	for _, n := range names {
-		if !strings.HasPrefix(n, "uverbs") {
-			continue
-		}
-		if dev := sysfs.ReadSmall(c.sysfs, filepath.Join(dir, n, "ibdev")); dev != "" {
-			m[dev] = n
-		}
-	}
-	return m
-}
-
-// refreshNodes re-reads the CPU lists of the host's NUMA nodes.
-func (c *processCollector) refreshNodes(now time.Time) {
-	if !c.nodesAt.IsZero() && now.Sub(c.nodesAt) < nodeRefresh {
-		return
-	}
-	c.nodesAt = now
-	c.nodes = c.nodes[:0]
-	dir := filepath.Join(c.sysfs, "devices", "system", "node")
-	names, _ := sysfs.ListDir(dir, false)
-	for _, n := range names {
-		id, ok := nodeID(n)
-		if !ok {
-			continue
-		}
-		num, _ := strconv.Atoi(id)
-		cpus, _ := parseCPUList([]byte(sysfs.ReadSmall(c.sysfs, filepath.Join(dir, n, "cpulist"))))
-		c.nodes = append(c.nodes, sysNode{id: num, name: id, cpus: cpus})
-	}
-	sort.Slice(c.nodes, func(i, j int) bool { return c.nodes[i].id < c.nodes[j].id })
-}
-
-// checkVisibility looks up each rail device's verbs node and rdma_cm under
-// /dev/infiniband in the process's root.
-func (c *processCollector) checkVisibility(st *procState, devices []string) {
-	old := st.vis
-	st.vis = nil
-	root := st.dir + "/root"
-	rootFD, err := c.openRoot(root)
-	if err != nil {
-		c.readError(procFileRoot, root, err)
-		return
-	}
-	defer unix.Close(rootFD)
-	for _, dev := range devices {
-		for _, node := range [2]string{c.verbs[dev], rdmaCMNode} {
-			ok := false
-			if node != "" {
-				var err error
-				if ok, err = c.existsInRoot(rootFD, root, "dev/infiniband/"+node); err != nil {
-					c.readError(procFileRoot, root, err)
-				}
-			}
-			v := procVis{device: dev, node: node, ok: ok}
-			if i := len(st.vis); i < len(old) && old[i].device == dev && old[i].node == node {
-				v.s = old[i].s
-			} else {
-				v.s = c.visible.With(st.pidS, st.comm, dev, node)
-			}
-			st.vis = append(st.vis, v)
-		}
-	}
-}
-
-// existsInRoot reports whether rel exists, and is not a directory, inside
-// the root directory rootFD (path root), resolving symlinks as the process
-// sees them: absolute targets from its root, ".." never above it. Nothing
-// outside the root is ever looked up. openat2(RESOLVE_IN_ROOT) does this in
-// the kernel; without it (kernel < 5.6, seccomp) the path is walked with
-// lstat.
-func (c *processCollector) existsInRoot(rootFD int, root, rel string) (bool, error) {
-	if !c.noOpenat2 {
-		how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
-		fd, err := unix.Openat2(rootFD, rel, &how)
-		switch {
-		case err == nil:
-			var st unix.Stat_t
-			err = unix.Fstat(fd, &st)
-			unix.Close(fd)
-			if err != nil {
-				return false, &os.PathError{Op: "fstat", Path: root + "/" + rel, Err: err}
-			}
-			return st.Mode&unix.S_IFMT != unix.S_IFDIR, nil
-		case err == unix.ENOSYS || err == unix.EPERM:
-			c.noOpenat2 = true
-		case err == unix.ENOENT || err == unix.ENOTDIR || err == unix.ELOOP || err == unix.EXDEV:
-			return false, nil
-		default:
-			return false, &os.PathError{Op: "openat2", Path: root + "/" + rel, Err: err}
-		}
-	}
-	return lookupInRoot(root, rel)
-}
-
-// lookupInRoot is existsInRoot by hand: every component is checked with
-// lstat and symlinks are resolved against root, never followed by the
-// kernel.
-func lookupInRoot(root, rel string) (bool, error) {
-	var cur []string
-	todo := strings.Split(rel, "/")
-	links := 0
-	for len(todo) > 0 {
-		name := todo[0]
-		todo = todo[1:]
-		switch name {
-		case "", ".":
-			continue
-		case "..":
-			if len(cur) > 0 {
-				cur = cur[:len(cur)-1]
-			}
-			continue
-		}
-		p := root + "/" + strings.Join(append(cur, name), "/")
-		fi, err := os.Lstat(p)
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-				return false, nil
-			}
-			return false, err
-		}
-		if fi.Mode()&os.ModeSymlink != 0 {
-			if links++; links > maxSymlinks {
-				return false, nil
-			}
-			target, err := os.Readlink(p)
-			if err != nil {
-				return false, err
-			}
-			if strings.HasPrefix(target, "/") {
-				cur = cur[:0]
-			}
-			todo = append(strings.Split(target, "/"), todo...)
-			continue
-		}
-		if len(todo) == 0 {
-			return !fi.IsDir(), nil
-		}
-		if !fi.IsDir() {
-			return false, nil
-		}
-		cur = append(cur, name)
-	}
-	return false, nil
-}
-
-// gpuPIDs returns the inventory's PID lister, nil without an inventory.
-func gpuPIDs(g GPUInventory) func(context.Context) []int {
-	if g == nil {
-		return nil
-	}
-	return g.PIDs
 }

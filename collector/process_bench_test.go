@@ -163,7 +163,7 @@ func BenchmarkNumaMapsKernel(b *testing.B) {
 			st := &procState{dir: "/proc/self"}
 			c.readNumaMaps(st)
 			var total uint64
-			for _, v := range c.nm.bytes {
+			for _, v := range c.nm.Bytes {
 				total += v
 			}
 			if total < size {

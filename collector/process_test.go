@@ -4,16 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
-	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/proc"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -179,7 +179,7 @@ func TestProcessFixture(t *testing.T) {
 	}
 	// The hand-made lstat walk agrees with openat2(RESOLVE_IN_ROOT).
 	c2, _, _ := newTestProcess(t, processOptions(t, fixtureProc))
-	c2.noOpenat2 = true
+	c2.roots.NoOpenat2 = true
 	compare(t, c2, processWant, "fabric_process_rdma_device_visible")
 }
 
@@ -290,12 +290,12 @@ func TestProcessAbsent(t *testing.T) {
 // reads, is skipped silently; permission errors are counted per file and
 // the rest of the process is still reported.
 func TestProcessVanishedAndPermissionDenied(t *testing.T) {
-	proc := copyTree(t, fixtureProc)
-	c, errs, _ := newTestProcess(t, processOptions(t, proc))
+	procDir := copyTree(t, fixtureProc)
+	c, errs, _ := newTestProcess(t, processOptions(t, procDir))
 	if _, err := processScrape(t, c); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(filepath.Join(proc, "4311")); err != nil {
+	if err := os.RemoveAll(filepath.Join(procDir, "4311")); err != nil {
 		t.Fatal(err)
 	}
 	denied := func(path string) bool {
@@ -307,7 +307,7 @@ func TestProcessVanishedAndPermissionDenied(t *testing.T) {
 		return false
 	}
 	open := c.open
-	c.open = func(path string) (procFile, error) {
+	c.open = func(path string) (proc.File, error) {
 		if denied(path) {
 			return nil, &os.PathError{Op: "open", Path: path, Err: syscall.EACCES}
 		}
@@ -320,7 +320,7 @@ func TestProcessVanishedAndPermissionDenied(t *testing.T) {
 		if denied(path) {
 			return -1, &os.PathError{Op: "open", Path: path, Err: syscall.EACCES}
 		}
-		return openRootDir(path)
+		return proc.OpenRoot(path)
 	}
 	c.reader.Close()
 	c.reader = sysfs.NewReaderFunc(func(path string) (sysfs.File, error) {
@@ -365,16 +365,16 @@ func TestProcessVanishedAndPermissionDenied(t *testing.T) {
 // with the old process's data: it is dropped and its command line checked
 // again.
 func TestProcessPIDReuse(t *testing.T) {
-	proc := copyTree(t, fixtureProc)
-	c, _, clk := newTestProcess(t, processOptions(t, proc))
+	procDir := copyTree(t, fixtureProc)
+	c, _, clk := newTestProcess(t, processOptions(t, procDir))
 	processScrape(t, c)
-	stat := filepath.Join(proc, "4310", "stat")
+	stat := filepath.Join(procDir, "4310", "stat")
 	raw, _ := os.ReadFile(stat)
 	if err := os.WriteFile(stat, bytes.Replace(raw, []byte(" 1203511 "), []byte(" 1999999 "), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The new process is a shell.
-	os.WriteFile(filepath.Join(proc, "4310", "cmdline"), []byte("bash\x00"), 0o644)
+	os.WriteFile(filepath.Join(procDir, "4310", "cmdline"), []byte("bash\x00"), 0o644)
 	clk.advance(time.Second)
 	out, _ := processScrape(t, c)
 	if strings.Contains(out, `pid="4310"`) {
@@ -393,13 +393,13 @@ func TestProcessPIDReuse(t *testing.T) {
 // selected on a later scrape: command lines are read again after 10 s,
 // then less and less often.
 func TestProcessSetproctitle(t *testing.T) {
-	proc := copyTree(t, fixtureProc)
+	procDir := copyTree(t, fixtureProc)
 	spawn := "python3\x00-c\x00from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)\x00--multiprocessing-fork\x00"
-	os.WriteFile(filepath.Join(proc, "4311", "cmdline"), []byte(spawn), 0o644)
-	c, _, clk := newTestProcess(t, processOptions(t, proc))
+	os.WriteFile(filepath.Join(procDir, "4311", "cmdline"), []byte(spawn), 0o644)
+	c, _, clk := newTestProcess(t, processOptions(t, procDir))
 	out, _ := processScrape(t, c)
 	hasLine(t, out, "fabric_process_selected 2")
-	os.WriteFile(filepath.Join(proc, "4311", "cmdline"), []byte("sglang::scheduler_TP1\x00\x00\x00"), 0o644)
+	os.WriteFile(filepath.Join(procDir, "4311", "cmdline"), []byte("sglang::scheduler_TP1\x00\x00\x00"), 0o644)
 	clk.advance(5 * time.Second)
 	out, _ = processScrape(t, c)
 	hasLine(t, out, "fabric_process_selected 2")
@@ -420,14 +420,14 @@ func TestProcessSetproctitle(t *testing.T) {
 // numa_maps and /dev/infiniband are read at most every interval; the
 // environment once per process; stat and status on every scrape.
 func TestProcessNumaMapsInterval(t *testing.T) {
-	proc := copyTree(t, fixtureProc)
-	o := processOptions(t, proc)
+	procDir := copyTree(t, fixtureProc)
+	o := processOptions(t, procDir)
 	c, _, clk := newTestProcess(t, o)
 	processScrape(t, c)
-	os.WriteFile(filepath.Join(proc, "4311", "numa_maps"), []byte("7f1a00000000 default anon=1 dirty=1 N1=1 kernelpagesize_kB=4\n"), 0o644)
-	os.Remove(filepath.Join(proc, "4311", "root/dev/infiniband/uverbs1"))
-	os.WriteFile(filepath.Join(proc, "4311", "environ"), []byte("NCCL_DEBUG=TRACE\x00"), 0o644)
-	statPath := filepath.Join(proc, "4311", "stat")
+	os.WriteFile(filepath.Join(procDir, "4311", "numa_maps"), []byte("7f1a00000000 default anon=1 dirty=1 N1=1 kernelpagesize_kB=4\n"), 0o644)
+	os.Remove(filepath.Join(procDir, "4311", "root/dev/infiniband/uverbs1"))
+	os.WriteFile(filepath.Join(procDir, "4311", "environ"), []byte("NCCL_DEBUG=TRACE\x00"), 0o644)
+	statPath := filepath.Join(procDir, "4311", "stat")
 	raw, _ := os.ReadFile(statPath)
 	os.WriteFile(statPath, bytes.Replace(raw, []byte(" 2390114 "), []byte(" 2390214 "), 1), 0o644)
 	clk.advance(59 * time.Second)
@@ -446,7 +446,7 @@ func TestProcessNumaMapsInterval(t *testing.T) {
 	o.Process.NumaMapsInterval = 0
 	c, _, _ = newTestProcess(t, o)
 	processScrape(t, c)
-	os.WriteFile(filepath.Join(proc, "4311", "numa_maps"), []byte("7f1a00000000 default anon=1 dirty=1 N1=2 kernelpagesize_kB=4\n"), 0o644)
+	os.WriteFile(filepath.Join(procDir, "4311", "numa_maps"), []byte("7f1a00000000 default anon=1 dirty=1 N1=2 kernelpagesize_kB=4\n"), 0o644)
 	out, _ = processScrape(t, c)
 	hasLine(t, out, `fabric_process_numa_memory_bytes{comm="sglang::schedul",numa_node="1",pid="4311"} 8192`)
 }
@@ -480,8 +480,8 @@ func TestProcessSecretsNeverExported(t *testing.T) {
 			pc = p
 		}
 	}
-	pc.open = func(path string) (procFile, error) {
-		f, err := openProcFile(path)
+	pc.open = func(path string) (proc.File, error) {
+		f, err := proc.Open(path)
 		if err != nil {
 			return nil, err
 		}
@@ -515,7 +515,7 @@ func TestProcessSecretsNeverExported(t *testing.T) {
 
 // failingFile returns what one read gives, then EIO for environ and cmdline.
 type failingFile struct {
-	f    procFile
+	f    proc.File
 	path string
 	n    int
 }
@@ -530,276 +530,6 @@ func (f *failingFile) Read(b []byte) (int, error) {
 }
 
 func (f *failingFile) Close() error { return f.f.Close() }
-
-// existsInRoot (openat2) and lookupInRoot (lstat walk) resolve paths inside
-// a process root the same way, and never outside it.
-func TestExistsInRoot(t *testing.T) {
-	tmp := t.TempDir()
-	root := filepath.Join(tmp, "root")
-	outside := filepath.Join(tmp, "outside")
-	mk := func(p string) {
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ln := func(target, p string) {
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.Symlink(target, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mk(filepath.Join(outside, "uverbs0"))
-	mk(filepath.Join(root, "dev/infiniband/uverbs0"))
-	mk(filepath.Join(root, "run/ib/uverbs9"))
-	os.MkdirAll(filepath.Join(root, "dev/infiniband/uverbs5"), 0o755)
-	ln(outside+"/uverbs0", filepath.Join(root, "dev/infiniband/uverbs1"))                                                    // absolute, escapes
-	ln(strings.Repeat("../", 12)+strings.TrimPrefix(outside, "/")+"/uverbs0", filepath.Join(root, "dev/infiniband/uverbs2")) // relative, escapes
-	ln("/run/ib/uverbs9", filepath.Join(root, "dev/infiniband/uverbs3"))                                                     // absolute, in the root
-	ln("../../run/ib/uverbs9", filepath.Join(root, "dev/infiniband/rdma_cm"))                                                // relative, in the root
-	ln("uverbs4", filepath.Join(root, "dev/infiniband/uverbs4"))                                                             // loop
-	ln("/proc/self/root/"+strings.TrimPrefix(outside, "/")+"/uverbs0", filepath.Join(root, "dev/infiniband/uverbs6"))
-	ln(outside, filepath.Join(root, "dev/ib2")) // a directory outside
-	want := map[string]bool{
-		"dev/infiniband/uverbs0": true, "dev/infiniband/uverbs1": false, "dev/infiniband/uverbs2": false,
-		"dev/infiniband/uverbs3": true, "dev/infiniband/rdma_cm": true, "dev/infiniband/uverbs4": false,
-		"dev/infiniband/uverbs5": false, "dev/infiniband/uverbs6": false, "dev/infiniband/uverbs7": false,
-		"dev/ib2/uverbs0": false, "dev/infiniband/uverbs0/x": false, "../outside/uverbs0": false,
-	}
-	c, _, _ := newTestProcess(t, processOptions(t, fixtureProc))
-	fd, err := openRootDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(fd)
-	for rel, w := range want {
-		got, err := lookupInRoot(root, rel)
-		if err != nil || got != w {
-			t.Errorf("lookupInRoot(%s) = %v, %v; want %v", rel, got, err, w)
-		}
-		got, err = c.existsInRoot(fd, root, rel)
-		if err != nil || got != w {
-			t.Errorf("existsInRoot(%s) = %v, %v; want %v", rel, got, err, w)
-		}
-	}
-	if c.noOpenat2 {
-		t.Log("openat2 not available here: existsInRoot used the lstat walk")
-	}
-	// Through the real magic link of this process's root.
-	fd2, err := openRootDir("/proc/self/root")
-	if err != nil {
-		t.Skip(err)
-	}
-	defer syscall.Close(fd2)
-	for rel, w := range map[string]bool{"dev/null": true, "dev": false, "dev/infiniband/no-such-node": false} {
-		if got, err := c.existsInRoot(fd2, "/proc/self/root", rel); err != nil || got != w {
-			t.Errorf("/proc/self/root %s: %v, %v; want %v", rel, got, err, w)
-		}
-		if got, err := lookupInRoot("/proc/self/root", rel); err != nil || got != w {
-			t.Errorf("lookupInRoot /proc/self/root %s: %v, %v; want %v", rel, got, err, w)
-		}
-	}
-}
-
-// TestNumastatSample: the fixture numa_maps of the bash process, summed by
-// the parser into numastat -p's rows, prints the real sample's table
-// (collector/fixtures/numa_maps/numastat-p-numactl-45-bash-two-nodes.txt).
-func TestNumastatSample(t *testing.T) {
-	raw, err := os.ReadFile("fixtures/proc/98621/numa_maps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m numaMaps
-	m.write(raw)
-	m.finish()
-	sample, err := os.ReadFile("fixtures/numa_maps/numastat-p-numactl-45-bash-two-nodes.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mb := func(v uint64) string { return fmt.Sprintf("%.2f", float64(v)/(1<<20)) }
-	rows := map[string]int{"Huge": numaHuge, "Heap": numaHeap, "Stack": numaStack, "Private": numaPrivate}
-	checked := 0
-	for _, line := range strings.Split(string(sample), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 4 {
-			continue
-		}
-		var got [3]string
-		if cat, ok := rows[f[0]]; ok {
-			got = [3]string{mb(m.cats[0][cat]), mb(m.cats[1][cat]), mb(m.cats[0][cat] + m.cats[1][cat])}
-		} else if f[0] == "Total" {
-			got = [3]string{mb(m.bytes[0]), mb(m.bytes[1]), mb(m.bytes[0] + m.bytes[1])}
-		} else {
-			continue
-		}
-		checked++
-		if got != [3]string{f[1], f[2], f[3]} {
-			t.Errorf("%s: %v, numastat -p printed %v", f[0], got, f[1:])
-		}
-	}
-	if checked != 5 {
-		t.Errorf("compared %d rows of the sample, want 5", checked)
-	}
-}
-
-// The real numa_maps sample (cubesandbox#272, ends mid-line) sums to
-// N0 = 1+1+11 = 13 pages and N1 = 162+2092+150+106+2+18+2+2+2 = 2536 pages.
-func TestNumaMapsRealSample(t *testing.T) {
-	raw, err := os.ReadFile("fixtures/numa_maps/numa_maps-cubesandbox-272-shim-process.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m numaMaps
-	m.write(raw)
-	m.finish()
-	if len(m.bytes) != 2 || m.bytes[0] != 13*4096 || m.bytes[1] != 2536*4096 {
-		t.Errorf("per node %v, want [%d %d]", m.bytes, 13*4096, 2536*4096)
-	}
-	if m.cats[0][numaHeap] != 11*4096 || m.cats[1][numaHeap] != 18*4096 {
-		t.Errorf("heap %d %d", m.cats[0][numaHeap], m.cats[1][numaHeap])
-	}
-}
-
-func TestNumaMapsEdgeCases(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want []uint64
-	}{
-		// 1 GiB huge pages: numastat would multiply by the default huge page size.
-		{"7f0000000000 default file=/dev/hugepages1G/kv huge dirty=2 N1=2 kernelpagesize_kB=1048576\n", []uint64{0, 2 << 30}},
-		// A file name with spaces that looks like counts: only the trailing counts count.
-		{"7f0000000000 default file=/tmp/kv N0=999 cache mapped=4 N1=4 kernelpagesize_kB=4\n", []uint64{0, 4 * 4096}},
-		// CRLF, tabs, no trailing newline, a line without pages, garbage.
-		{"1 default anon=1 N0=1 kernelpagesize_kB=4\r\n2 default\n3 interleave:0-1 N0=x kernelpagesize_kB=4\n4 default N0=3\tkernelpagesize_kB=4", []uint64{4 * 4096}},
-		{"5 default N7=1 kernelpagesize_kB=4\n6 default N2000=1 kernelpagesize_kB=4\n", []uint64{0, 0, 0, 0, 0, 0, 0, 4096}},
-		{"", nil},
-	} {
-		var m numaMaps
-		m.write([]byte(tc.in))
-		m.finish()
-		if fmt.Sprint(m.bytes) != fmt.Sprint(tc.want) {
-			t.Errorf("%q: %v, want %v", tc.in, m.bytes, tc.want)
-		}
-	}
-}
-
-func TestParseProcStat(t *testing.T) {
-	s, err := parseProcStat([]byte("77 (a) b (c)) S 1 77 77 0 -1 4194560 10 0 5 0 300 200 0 0 20 0 3 0 999 1000 42 18446744073709551615\n"))
-	if err != nil || string(s.comm) != "a) b (c)" || s.majflt != 5 || s.utime != 300 || s.stime != 200 || s.numThreads != 3 || s.starttime != 999 || s.rssPage != 42 {
-		t.Errorf("%+v %v", s, err)
-	}
-	for _, bad := range []string{"", "1 (x S 1", "1 (x) S 1 2 3", "1 (x) S 1 1 1 0 -1 0 0 0 z 0 1 1 0 0 20 0 1 0 1 1 1"} {
-		if _, err := parseProcStat([]byte(bad)); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
-func TestParseProcStatus(t *testing.T) {
-	raw, _ := os.ReadFile("fixtures/proc/4310/status")
-	s, err := parseProcStatus(raw)
-	if err != nil || !s.hasRSS || s.vmRSS != 17807244*1024 || !s.hasCtx || s.volCtx != 97002114 || s.nonvolCtx != 188314 ||
-		string(s.cpusAllowed) != "48-95,144-191" || string(s.memsAllow) != "1" {
-		t.Errorf("%+v %v", s, err)
-	}
-	// A kernel thread: no VmRSS.
-	s, err = parseProcStatus([]byte("Name:\tkworker/0:1\nCpus_allowed_list:\t0\nvoluntary_ctxt_switches:\t5\nnonvoluntary_ctxt_switches:\t0\n"))
-	if err != nil || s.hasRSS || !s.hasCtx {
-		t.Errorf("kernel thread: %+v %v", s, err)
-	}
-	if _, err := parseProcStatus([]byte("VmRSS:\tlots kB\n")); err == nil {
-		t.Error("garbage VmRSS: no error")
-	}
-}
-
-func TestNcclEnv(t *testing.T) {
-	env := "HF_TOKEN=hf_x\x00NCCL_IB_HCA==mlx5_0\x00NCCL_DEBUG=INFO\x00NCCL_DEBUG=TRACE\x00NCCL_DEBUGX=1\x00nccl_debug=x\x00NCCL_NET\x00NCCL_NET=IB\x00NCCL_ALGO=" + strings.Repeat("R", 2000)
-	var got []string
-	ncclEnv([]byte(env), func(name string, value []byte) {
-		got = append(got, name+"="+strconv.Itoa(len(value))+":"+string(value[:min(len(value), 8)]))
-	})
-	want := []string{"NCCL_IB_HCA=7:=mlx5_0", "NCCL_DEBUG=4:INFO", "NCCL_NET=2:IB", "NCCL_ALGO=1024:RRRRRRRR"}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("%v, want %v", got, want)
-	}
-}
-
-// FuzzParseNumaMaps: no panic; feeding the text in chunks of any size gives
-// the same sums as feeding it at once; the categories add up to the totals.
-func FuzzParseNumaMaps(f *testing.F) {
-	for _, p := range []string{"fixtures/numa_maps/numa_maps-cubesandbox-272-shim-process.txt", "fixtures/proc/4310/numa_maps", "fixtures/proc/98621/numa_maps"} {
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(raw, uint8(7))
-	}
-	f.Add([]byte("7f00 default huge N1=2 kernelpagesize_kB=1048576"), uint8(1))
-	f.Fuzz(func(t *testing.T, in []byte, chunk uint8) {
-		var whole, parts numaMaps
-		whole.write(in)
-		whole.finish()
-		n := int(chunk) + 1
-		for i := 0; i < len(in); i += n {
-			parts.write(in[i:min(i+n, len(in))])
-		}
-		parts.finish()
-		if fmt.Sprint(whole.bytes) != fmt.Sprint(parts.bytes) || fmt.Sprint(whole.cats) != fmt.Sprint(parts.cats) {
-			t.Fatalf("chunks of %d: %v, whole: %v", n, parts.bytes, whole.bytes)
-		}
-		for node, v := range whole.bytes {
-			var sum uint64
-			for _, c := range whole.cats[node] {
-				sum += c
-			}
-			if sum != v {
-				t.Fatalf("node %d: categories %d, total %d", node, sum, v)
-			}
-		}
-	})
-}
-
-// FuzzParseProcStat: no panic; comm is what lies between the first '(' and
-// the last ')'.
-func FuzzParseProcStat(f *testing.F) {
-	raw, _ := os.ReadFile("fixtures/proc/4242/stat")
-	f.Add(raw)
-	f.Add([]byte("1 (a) b) S 0"))
-	f.Fuzz(func(t *testing.T, in []byte) {
-		s, err := parseProcStat(in)
-		if err == nil && !bytes.Contains(in, append(append([]byte("("), s.comm...), ')')) {
-			t.Fatalf("comm %q not in %q", s.comm, in)
-		}
-	})
-}
-
-// FuzzParseProcStatus: no panic.
-func FuzzParseProcStatus(f *testing.F) {
-	raw, _ := os.ReadFile("fixtures/proc/4242/status")
-	f.Add(raw)
-	f.Fuzz(func(t *testing.T, in []byte) {
-		_, _ = parseProcStatus(in)
-	})
-}
-
-// FuzzNcclEnv: only allow-listed names come out, each once, with a value
-// taken from the input after "NAME=".
-func FuzzNcclEnv(f *testing.F) {
-	raw, _ := os.ReadFile("fixtures/proc/4242/environ")
-	f.Add(raw)
-	f.Fuzz(func(t *testing.T, in []byte) {
-		seen := map[string]bool{}
-		ncclEnv(in, func(name string, value []byte) {
-			if seen[name] || !contains(ncclEnvAllowed[:], name) {
-				t.Fatalf("name %q (seen %v)", name, seen[name])
-			}
-			seen[name] = true
-			if !bytes.Contains(in, append([]byte(name+"="), value...)) {
-				t.Fatalf("%s: value %q not in the input", name, value)
-			}
-		})
-	})
-}
 
 // fakeInventory is a GPU inventory with fixed PIDs and devices.
 type fakeInventory struct {

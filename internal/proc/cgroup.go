@@ -1,4 +1,4 @@
-package collector
+package proc
 
 import (
 	"bytes"
@@ -43,27 +43,27 @@ import (
 
 // Container runtimes (the runtime label).
 const (
-	runtimeDocker     = "docker"
-	runtimeContainerd = "containerd"
-	runtimeCRIO       = "cri-o"
-	runtimePodman     = "podman"
+	RuntimeDocker     = "docker"
+	RuntimeContainerd = "containerd"
+	RuntimeCRIO       = "cri-o"
+	RuntimePodman     = "podman"
 )
 
-// maxCgroupFile bounds the bytes of /proc/PID/cgroup parsed (a v1 host has
+// MaxCgroupFile bounds the bytes of /proc/PID/cgroup parsed (a v1 host has
 // about 13 lines of at most a few hundred bytes).
-const maxCgroupFile = 64 << 10
+const MaxCgroupFile = 64 << 10
 
-// containerRef is the container of a process.
-type containerRef struct {
-	runtime string // "" when the path does not say (a bare ID under a cgroupfs pod)
-	id      string // 64 lowercase hex digits
-	podUID  string // with dashes; "" outside Kubernetes
+// Container is the container of a process.
+type Container struct {
+	Runtime string // "" when the path does not say (a bare ID under a cgroupfs pod)
+	ID      string // 64 lowercase hex digits
+	PodUID  string // with dashes; "" outside Kubernetes
 }
 
-// parseCgroupFile returns the container of a process from its
+// ParseCgroupFile returns the container of a process from its
 // /proc/PID/cgroup; false when it is in none or the file cannot be trusted.
-func parseCgroupFile(data []byte) (containerRef, bool) {
-	var found containerRef
+func ParseCgroupFile(data []byte) (Container, bool) {
+	var found Container
 	ok := false
 	for len(data) > 0 {
 		var line []byte
@@ -78,26 +78,26 @@ func parseCgroupFile(data []byte) (containerRef, bool) {
 		// hierarchy-ID:controller-list:path; the path may hold colons.
 		i := bytes.IndexByte(line, ':')
 		if i <= 0 || !allDigits(line[:i]) {
-			return containerRef{}, false
+			return Container{}, false
 		}
 		rest := line[i+1:]
 		j := bytes.IndexByte(rest, ':')
 		if j < 0 {
-			return containerRef{}, false
+			return Container{}, false
 		}
 		path := rest[j+1:]
 		if len(path) == 0 || path[0] != '/' {
-			return containerRef{}, false
+			return Container{}, false
 		}
 		ref, in, valid := parseCgroupPath(string(path))
 		if !valid {
-			return containerRef{}, false
+			return Container{}, false
 		}
 		if !in {
 			continue
 		}
 		if ok && ref != found {
-			return containerRef{}, false
+			return Container{}, false
 		}
 		found, ok = ref, true
 	}
@@ -116,7 +116,7 @@ func allDigits(b []byte) bool {
 // parseCgroupPath returns the container a cgroup path names. in is false
 // for a path outside any recognised container; valid is false for a path
 // whose pod or container segments contradict each other.
-func parseCgroupPath(path string) (ref containerRef, in, valid bool) {
+func parseCgroupPath(path string) (ref Container, in, valid bool) {
 	var prev string
 	kubepods := false
 	for len(path) > 0 {
@@ -133,23 +133,23 @@ func parseCgroupPath(path string) (ref containerRef, in, valid bool) {
 			kubepods = true
 		}
 		if uid, pod, ok := podSegment(seg, kubepods); pod {
-			if !ok || ref.podUID != "" && ref.podUID != uid {
+			if !ok || ref.PodUID != "" && ref.PodUID != uid {
 				// A pod's cgroup with a malformed UID, or two pods.
-				return containerRef{}, false, false
+				return Container{}, false, false
 			}
-			ref.podUID = uid
+			ref.PodUID = uid
 			prev = seg
 			continue
 		}
-		if rt, id, ok := containerSegment(seg, prev, ref.podUID != "" && strings.HasPrefix(prev, "pod")); ok {
+		if rt, id, ok := containerSegment(seg, prev, ref.PodUID != "" && strings.HasPrefix(prev, "pod")); ok {
 			// The outermost container: the one the host's runtime and
 			// the kubelet know.
-			ref.runtime, ref.id = rt, id
+			ref.Runtime, ref.ID = rt, id
 			return ref, true, true
 		}
 		prev = seg
 	}
-	return containerRef{}, false, true
+	return Container{}, false, true
 }
 
 // podSegment recognises the cgroup of a pod: "pod<uid>" (cgroupfs driver,
@@ -215,10 +215,10 @@ func podUID(s string, underscores bool) (string, bool) {
 // containerSegment recognises the cgroup of a container. prev is the
 // segment before it; underPod says prev is a cgroupfs pod directory.
 func containerSegment(seg, prev string, underPod bool) (runtime, id string, ok bool) {
-	if isContainerID(seg) {
+	if IsContainerID(seg) {
 		switch {
 		case prev == "docker":
-			return runtimeDocker, seg, true
+			return RuntimeDocker, seg, true
 		case underPod:
 			return "", seg, true
 		}
@@ -229,23 +229,33 @@ func containerSegment(seg, prev string, underPod bool) (runtime, id string, ok b
 		prefix, runtime string
 		cgroupfs        bool // also without .scope (cgroupfs driver)
 	}{
-		{"docker-", runtimeDocker, false},
-		{"cri-containerd-", runtimeContainerd, false},
-		{"crio-", runtimeCRIO, true},
-		{"libpod-", runtimePodman, true},
+		{"docker-", RuntimeDocker, false},
+		{"cri-containerd-", RuntimeContainerd, false},
+		{"crio-", RuntimeCRIO, true},
+		{"libpod-", RuntimePodman, true},
 	} {
-		if id, found := strings.CutPrefix(name, p.prefix); found && (scope || p.cgroupfs) && isContainerID(id) {
+		if id, found := strings.CutPrefix(name, p.prefix); found && (scope || p.cgroupfs) && IsContainerID(id) {
 			return p.runtime, id, true
 		}
 	}
 	return "", "", false
 }
 
-// isContainerID: 64 lowercase hex digits.
-func isContainerID(s string) bool {
+// IsContainerID reports a container ID: 64 lowercase hex digits.
+func IsContainerID(s string) bool {
 	return len(s) == 64 && isHex(s)
 }
 
 func isHexDigit(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f'
+}
+
+// isHex: lowercase hex digits, at least one.
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isHexDigit(s[i]) {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -1,25 +1,27 @@
-package collector
+package proc
 
 import (
 	"bytes"
 	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"strconv"
 	"strings"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 )
 
-// cpuSet is a set of CPU numbers as a bitmap.
-type cpuSet []uint64
+// CPUSet is a set of CPU (or NUMA node) numbers as a bitmap.
+type CPUSet []uint64
 
-// maxCPUs bounds the CPU numbers a cpulist may name (the kernel's
-// NR_CPUS is at most 8192).
-const maxCPUs = 8192
+// MaxCPUs bounds the CPU numbers a cpulist may name (the kernel's NR_CPUS
+// is at most 8192).
+const MaxCPUs = 8192
 
-// parseCPUList parses a kernel cpulist ("0-47,96-143", "3", "" for none),
-// the format of node*/cpulist, local_cpulist and Cpus_allowed_list.
-func parseCPUList(b []byte) (cpuSet, error) {
+// ParseCPUList parses a kernel cpulist ("0-47,96-143", "3", "" for none),
+// the format of node*/cpulist, local_cpulist, Cpus_allowed_list and
+// Mems_allowed_list. Anything else is sysfs.ErrGarbage.
+func ParseCPUList(b []byte) (CPUSet, error) {
 	b = bytes.TrimSpace(b)
-	var s cpuSet
+	var s CPUSet
 	if len(b) == 0 {
 		return s, nil
 	}
@@ -38,7 +40,7 @@ func parseCPUList(b []byte) (cpuSet, error) {
 			return nil, err
 		}
 		for c := lo; c <= hi; c++ {
-			s = s.with(c)
+			s = s.With(c)
 		}
 	}
 	return s, nil
@@ -73,13 +75,14 @@ func parseCPU(b []byte) (int, error) {
 		}
 		n = n*10 + int(c-'0')
 	}
-	if n >= maxCPUs {
-		return 0, fmt.Errorf("%w: cpu %d beyond %d", sysfs.ErrGarbage, n, maxCPUs)
+	if n >= MaxCPUs {
+		return 0, fmt.Errorf("%w: cpu %d beyond %d", sysfs.ErrGarbage, n, MaxCPUs)
 	}
 	return n, nil
 }
 
-func (s cpuSet) with(c int) cpuSet {
+// With returns s with c added (it may grow s).
+func (s CPUSet) With(c int) CPUSet {
 	for len(s) <= c/64 {
 		s = append(s, 0)
 	}
@@ -87,12 +90,13 @@ func (s cpuSet) with(c int) cpuSet {
 	return s
 }
 
-func (s cpuSet) has(c int) bool {
+// Has reports whether c is in s.
+func (s CPUSet) Has(c int) bool {
 	return c/64 < len(s) && s[c/64]&(1<<(c%64)) != 0
 }
 
-// intersects reports whether s and t share a CPU.
-func (s cpuSet) intersects(t cpuSet) bool {
+// Intersects reports whether s and t share a member.
+func (s CPUSet) Intersects(t CPUSet) bool {
 	for i := 0; i < len(s) && i < len(t); i++ {
 		if s[i]&t[i] != 0 {
 			return true
@@ -101,17 +105,17 @@ func (s cpuSet) intersects(t cpuSet) bool {
 	return false
 }
 
-// String formats the set as a canonical cpulist.
-func (s cpuSet) String() string {
+// String formats the set as a canonical cpulist ("0-2,5").
+func (s CPUSet) String() string {
 	var b strings.Builder
 	n := len(s) * 64
 	for c := 0; c < n; {
-		if !s.has(c) {
+		if !s.Has(c) {
 			c++
 			continue
 		}
 		lo := c
-		for c+1 < n && s.has(c+1) {
+		for c+1 < n && s.Has(c+1) {
 			c++
 		}
 		if b.Len() > 0 {
@@ -123,6 +127,20 @@ func (s cpuSet) String() string {
 			b.WriteString(strconv.Itoa(c))
 		}
 		c++
+	}
+	return b.String()
+}
+
+// Expand formats the set as every member, comma-separated ("0,1,2,5").
+func (s CPUSet) Expand() string {
+	var b strings.Builder
+	for i := 0; i < len(s)*64; i++ {
+		if s.Has(i) {
+			if b.Len() > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(i))
+		}
 	}
 	return b.String()
 }

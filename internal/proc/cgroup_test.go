@@ -1,12 +1,10 @@
-package collector
+package proc
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 )
 
@@ -55,37 +53,37 @@ const cgroupDockerV1Real = `9:name=systemd:/docker/e1fcc96640b099d06d28c48bc3ef9
 `
 
 func TestParseCgroupFile(t *testing.T) {
-	none := containerRef{}
+	none := Container{}
 	for _, tc := range []struct {
 		name, in string
-		want     containerRef
+		want     Container
 		ok       bool
 	}{
-		{"real docker 20.10 v1", cgroupDockerV1Real, containerRef{runtimeDocker, "e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c", ""}, true},
+		{"real docker 20.10 v1", cgroupDockerV1Real, Container{RuntimeDocker, "e1fcc96640b099d06d28c48bc3ef9aaf13197f333d685b021ee4822b2d151d7c", ""}, true},
 		{"v2 containerd burstable", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid1u + ".slice/cri-containerd-" + cid1 + ".scope\n",
-			containerRef{runtimeContainerd, cid1, uid1}, true},
+			Container{RuntimeContainerd, cid1, uid1}, true},
 		{"v2 containerd besteffort", "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uid1u + ".slice/cri-containerd-" + cid1 + ".scope\n",
-			containerRef{runtimeContainerd, cid1, uid1}, true},
+			Container{RuntimeContainerd, cid1, uid1}, true},
 		{"v2 guaranteed crio", "0::/kubepods.slice/kubepods-pod" + uid1u + ".slice/crio-" + cid1 + ".scope\n",
-			containerRef{runtimeCRIO, cid1, uid1}, true},
+			Container{RuntimeCRIO, cid1, uid1}, true},
 		{"v2 static pod", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + staticUID + ".slice/cri-containerd-" + cid1 + ".scope\n",
-			containerRef{runtimeContainerd, cid1, staticUID}, true},
+			Container{RuntimeContainerd, cid1, staticUID}, true},
 		{"v2 cri-dockerd systemd", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid1u + ".slice/docker-" + cid1 + ".scope\n",
-			containerRef{runtimeDocker, cid1, uid1}, true},
-		{"v2 docker systemd", "0::/system.slice/docker-" + cid1 + ".scope\n", containerRef{runtimeDocker, cid1, ""}, true},
-		{"v2 docker cgroupfs", "0::/docker/" + cid1 + "\n", containerRef{runtimeDocker, cid1, ""}, true},
-		{"v2 podman rootful", "0::/machine.slice/libpod-" + cid1 + ".scope\n", containerRef{runtimePodman, cid1, ""}, true},
-		{"v2 podman rootless", "0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + cid1 + ".scope\n", containerRef{runtimePodman, cid1, ""}, true},
-		{"v2 podman rootless nested container cgroup", "0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + cid1 + ".scope/container\n", containerRef{runtimePodman, cid1, ""}, true},
-		{"podman cgroupfs", "0::/libpod_parent/libpod-" + cid1 + "\n", containerRef{runtimePodman, cid1, ""}, true},
-		{"crio cgroupfs", "0::/kubepods/besteffort/pod" + uid1 + "/crio-" + cid1 + "\n", containerRef{runtimeCRIO, cid1, uid1}, true},
-		{"v1 kubepods cgroupfs", cgroupV1Kubepods, containerRef{"", cid1, uid1}, true},
-		{"v1 guaranteed cgroupfs", "4:memory:/kubepods/pod" + uid1 + "/" + cid1 + "\n", containerRef{"", cid1, uid1}, true},
-		{"v1 docker", "4:memory:/docker/" + cid1 + "\n1:name=systemd:/docker/" + cid1 + "\n0::/\n", containerRef{runtimeDocker, cid1, ""}, true},
-		{"other cgroup namespace", "0::/../../kubepods-burstable-pod" + uid1u + ".slice/cri-containerd-" + cid1 + ".scope\n", containerRef{runtimeContainerd, cid1, uid1}, true},
+			Container{RuntimeDocker, cid1, uid1}, true},
+		{"v2 docker systemd", "0::/system.slice/docker-" + cid1 + ".scope\n", Container{RuntimeDocker, cid1, ""}, true},
+		{"v2 docker cgroupfs", "0::/docker/" + cid1 + "\n", Container{RuntimeDocker, cid1, ""}, true},
+		{"v2 podman rootful", "0::/machine.slice/libpod-" + cid1 + ".scope\n", Container{RuntimePodman, cid1, ""}, true},
+		{"v2 podman rootless", "0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + cid1 + ".scope\n", Container{RuntimePodman, cid1, ""}, true},
+		{"v2 podman rootless nested container cgroup", "0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + cid1 + ".scope/container\n", Container{RuntimePodman, cid1, ""}, true},
+		{"podman cgroupfs", "0::/libpod_parent/libpod-" + cid1 + "\n", Container{RuntimePodman, cid1, ""}, true},
+		{"crio cgroupfs", "0::/kubepods/besteffort/pod" + uid1 + "/crio-" + cid1 + "\n", Container{RuntimeCRIO, cid1, uid1}, true},
+		{"v1 kubepods cgroupfs", cgroupV1Kubepods, Container{"", cid1, uid1}, true},
+		{"v1 guaranteed cgroupfs", "4:memory:/kubepods/pod" + uid1 + "/" + cid1 + "\n", Container{"", cid1, uid1}, true},
+		{"v1 docker", "4:memory:/docker/" + cid1 + "\n1:name=systemd:/docker/" + cid1 + "\n0::/\n", Container{RuntimeDocker, cid1, ""}, true},
+		{"other cgroup namespace", "0::/../../kubepods-burstable-pod" + uid1u + ".slice/cri-containerd-" + cid1 + ".scope\n", Container{RuntimeContainerd, cid1, uid1}, true},
 		{"container in a pod's container", "0::/kubepods.slice/kubepods-pod" + uid1u + ".slice/cri-containerd-" + cid1 + ".scope/docker/" + cid2 + "\n",
-			containerRef{runtimeContainerd, cid1, uid1}, true},
-		{"no trailing newline", "0::/system.slice/docker-" + cid1 + ".scope", containerRef{runtimeDocker, cid1, ""}, true},
+			Container{RuntimeContainerd, cid1, uid1}, true},
+		{"no trailing newline", "0::/system.slice/docker-" + cid1 + ".scope", Container{RuntimeDocker, cid1, ""}, true},
 
 		{"host session", "0::/user.slice/user-1000.slice/session-3.scope\n", none, false},
 		{"host root", "0::/\n", none, false},
@@ -109,7 +107,7 @@ func TestParseCgroupFile(t *testing.T) {
 		{"relative path", "0::docker/" + cid1 + "\n", none, false},
 		{"bad hierarchy id", "x::/docker/" + cid1 + "\n", none, false},
 	} {
-		got, ok := parseCgroupFile([]byte(tc.in))
+		got, ok := ParseCgroupFile([]byte(tc.in))
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s: got %+v %v, want %+v %v", tc.name, got, ok, tc.want, tc.ok)
 		}
@@ -118,10 +116,10 @@ func TestParseCgroupFile(t *testing.T) {
 
 // The fixture's processes are attributed as build-proc.sh describes.
 func TestCgroupFixture(t *testing.T) {
-	want := map[string]containerRef{
-		"4242":  {runtimeContainerd, cid1, uid1},
-		"4310":  {runtimeContainerd, cid2, "2b7e9d40-51c3-4f8a-b6e2-7c9d0a1b3e4f"},
-		"4311":  {runtimeDocker, "f6f6b9c6a78875c26e65a60448dec9ec0d21dcc5e801662a1444eabcdb85255e", ""},
+	want := map[string]Container{
+		"4242":  {RuntimeContainerd, cid1, uid1},
+		"4310":  {RuntimeContainerd, cid2, "2b7e9d40-51c3-4f8a-b6e2-7c9d0a1b3e4f"},
+		"4311":  {RuntimeDocker, "f6f6b9c6a78875c26e65a60448dec9ec0d21dcc5e801662a1444eabcdb85255e", ""},
 		"5001":  {},
 		"98621": {},
 	}
@@ -130,8 +128,8 @@ func TestCgroupFixture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ok := parseCgroupFile(b)
-		if got != w || ok != (w.id != "") {
+		got, ok := ParseCgroupFile(b)
+		if got != w || ok != (w.ID != "") {
 			t.Errorf("%s: got %+v %v, want %+v", pid, got, ok, w)
 		}
 	}
@@ -148,86 +146,34 @@ func FuzzParseCgroupFile(f *testing.F) {
 	f.Add([]byte("0::/kubepods.slice/kubepods-pod" + uid1u + ".slice/crio-conmon-" + cid1 + ".scope\n"))
 	f.Add([]byte("0::/machine.slice/libpod-" + cid1 + ".scope\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ref, ok := parseCgroupFile(data)
+		ref, ok := ParseCgroupFile(data)
 		if !ok {
-			if ref != (containerRef{}) {
+			if ref != (Container{}) {
 				t.Fatalf("not attributed but %+v", ref)
 			}
 			return
 		}
 		// Whatever is attributed is a well-formed ID, UID and runtime that
 		// the file spells out.
-		if !isContainerID(ref.id) || !strings.Contains(string(data), ref.id) {
-			t.Fatalf("container_id %q", ref.id)
+		if !IsContainerID(ref.ID) || !strings.Contains(string(data), ref.ID) {
+			t.Fatalf("container_id %q", ref.ID)
 		}
-		switch ref.runtime {
-		case "", runtimeDocker, runtimeContainerd, runtimeCRIO, runtimePodman:
+		switch ref.Runtime {
+		case "", RuntimeDocker, RuntimeContainerd, RuntimeCRIO, RuntimePodman:
 		default:
-			t.Fatalf("runtime %q", ref.runtime)
+			t.Fatalf("runtime %q", ref.Runtime)
 		}
-		if ref.podUID != "" {
-			if _, ok := podUID(ref.podUID, false); !ok || !utf8.ValidString(ref.podUID) {
-				t.Fatalf("pod_uid %q", ref.podUID)
+		if ref.PodUID != "" {
+			if _, ok := podUID(ref.PodUID, false); !ok || !utf8.ValidString(ref.PodUID) {
+				t.Fatalf("pod_uid %q", ref.PodUID)
 			}
-			if !strings.Contains(string(data), ref.podUID) && !strings.Contains(string(data), strings.ReplaceAll(ref.podUID, "-", "_")) {
-				t.Fatalf("pod_uid %q not in the file", ref.podUID)
+			if !strings.Contains(string(data), ref.PodUID) && !strings.Contains(string(data), strings.ReplaceAll(ref.PodUID, "-", "_")) {
+				t.Fatalf("pod_uid %q not in the file", ref.PodUID)
 			}
 		}
 		// The same file again gives the same answer.
-		if again, ok2 := parseCgroupFile(data); again != ref || !ok2 {
+		if again, ok2 := ParseCgroupFile(data); again != ref || !ok2 {
 			t.Fatalf("not deterministic")
 		}
 	})
-}
-
-// The container is re-read every --collector.process.numa-maps-interval; a
-// file that turns to garbage or vanishes removes the series (no label rather
-// than a wrong one), an unreadable one is a counted read error.
-func TestProcessContainerReread(t *testing.T) {
-	proc := copyTree(t, fixtureProc)
-	c, errs, clk := newTestProcess(t, processOptions(t, proc))
-	series := func(out string) []string { return grepLines(out, "fabric_process_container_info{", `pid="4311"`) }
-	out, _ := processScrape(t, c)
-	if got := series(out); len(got) != 1 || !strings.Contains(got[0], `runtime="docker"`) {
-		t.Fatalf("before: %q", got)
-	}
-	cg := filepath.Join(proc, "4311", "cgroup")
-	os.WriteFile(cg, []byte("0::/machine.slice/libpod-"+cid2+".scope\n"), 0o644)
-	clk.advance(30 * time.Second)
-	out, _ = processScrape(t, c)
-	if got := series(out); len(got) != 1 || !strings.Contains(got[0], `runtime="docker"`) {
-		t.Fatalf("within the interval: %q", got)
-	}
-	clk.advance(30 * time.Second)
-	out, _ = processScrape(t, c)
-	want := `fabric_process_container_info{comm="sglang::schedul",container_id="` + cid2 + `",container_name="",pid="4311",pod_uid="",runtime="podman"} 1`
-	if got := series(out); len(got) != 1 || got[0] != want {
-		t.Fatalf("after the interval: %q", got)
-	}
-	os.WriteFile(cg, []byte("0::/docker/"+cid1+"\n4:memory:/docker/"+cid2+"\n"), 0o644)
-	clk.advance(time.Minute)
-	out, _ = processScrape(t, c)
-	if got := series(out); len(got) != 0 {
-		t.Fatalf("disagreeing hierarchies: %q", got)
-	}
-	if errs.Value() != 0 {
-		t.Fatalf("read errors %v", errs.Value())
-	}
-	os.WriteFile(cg, bytes.Repeat([]byte("0::/docker/"+cid1+"\n"), maxCgroupFile/70+1), 0o644)
-	clk.advance(time.Minute)
-	out, _ = processScrape(t, c)
-	if got := series(out); len(got) != 0 || errs.Value() != 1 {
-		t.Fatalf("oversized file: %q, read errors %v", got, errs.Value())
-	}
-	hasLine(t, out, `fabric_process_read_errors_total{file="cgroup"} 1`)
-	os.Remove(cg)
-	clk.advance(time.Minute)
-	out, _ = processScrape(t, c)
-	if got := series(out); len(got) != 0 {
-		t.Fatalf("no cgroup file: %q", got)
-	}
-	// The other processes keep theirs.
-	if got := grepLines(out, "fabric_process_container_info{", `pid="4242"`); len(got) != 1 {
-		t.Fatalf("4242: %q", got)
-	}
 }
