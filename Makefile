@@ -154,15 +154,10 @@ bench-nccl:
 	$(GO) run ./tools/ncclbench -runs 5
 
 fuzz:
-	@for t in FuzzParseSysfsUint FuzzMapEthtoolName FuzzParseEthtoolStats FuzzParseCPUList FuzzParseNumaMaps FuzzParseProcStat FuzzParseProcStatus FuzzNcclEnv FuzzParseRail FuzzParseAER FuzzParseCgroupFile; do \
-	  echo "== $$t"; $(GO) test ./collector -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
-	$(GO) test ./analyze -run '^$$' -fuzz '^FuzzParseBenchServing$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./alerts -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/optics -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/ethtoolnl -run '^$$' -fuzz '^FuzzDecodeFECReply$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/nccl -run '^$$' -fuzz '^FuzzParseNCCLLine$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/nccl/inspector -run '^$$' -fuzz '^FuzzInspectorJSON$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/nccl/inspector -run '^$$' -fuzz '^FuzzInspectorProm$$' -fuzztime $(FUZZTIME)
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$t"; $(GO) test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME); \
+	  done; done
 
 clean:
 	rm -f $(BIN) $(ANALYZE_BIN)
