@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"time"
+
+	"github.com/prometheus/common/model"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -32,6 +35,7 @@ type Config struct {
 	FlapWindow                 string  `yaml:"flapWindow"`
 	PauseStormWindow           string  `yaml:"pauseStormWindow"`
 	RailHistoryWindow          string  `yaml:"railHistoryWindow"`
+	RailHistoryInterval        string  `yaml:"railHistoryInterval"`
 	RailTCPFallbackMinBits     float64 `yaml:"railTCPFallbackMinBits"`
 	RailTCPFallbackMaxRDMABits float64 `yaml:"railTCPFallbackMaxRDMABits"`
 	NonRailNICMaxBits          float64 `yaml:"nonRailNICMaxBits"`
@@ -82,7 +86,7 @@ func ParseConfig(b []byte) (Config, error) {
 	}
 	// sglangSelector may be empty: SGLang's sglang:* names are unique too.
 	for name, v := range map[string]string{"exporterSelector": c.ExporterSelector,
-		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "railHistoryWindow": c.RailHistoryWindow,
+		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "railHistoryWindow": c.RailHistoryWindow, "railHistoryInterval": c.RailHistoryInterval,
 		"pcieErrorWindow": c.PCIeErrorWindow, "fecErrorWindow": c.FECErrorWindow, "nvlinkErrorWindow": c.NVLinkErrorWindow,
 		"clusterLabel": c.ClusterLabel, "kubernetesGPUResources": c.KubernetesGPUResources, "kubernetesRDMAResources": c.KubernetesRDMAResources, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
 		if strings.TrimSpace(v) == "" {
@@ -91,6 +95,12 @@ func ParseConfig(b []byte) (Config, error) {
 	}
 	if strings.TrimSpace(c.For.NCCL) == "" {
 		return c, fmt.Errorf("alerts config: for.nccl is empty")
+	}
+	// RailLinkDown reads the history group's record with an instant
+	// selector, which looks back 5 minutes (Prometheus's default
+	// --query.lookback-delta): the group must write more often than that.
+	if d, err := model.ParseDuration(c.RailHistoryInterval); err != nil || time.Duration(d) <= 0 || time.Duration(d) >= 5*time.Minute {
+		return c, fmt.Errorf("alerts config: railHistoryInterval %q: must be a duration above 0 and below 5m", c.RailHistoryInterval)
 	}
 	if r := c.NCCLInspectorBusBandwidthRatio; !(r > 0 && r <= 1) {
 		return c, fmt.Errorf("alerts config: ncclInspectorBusBandwidthRatio %v: must be in (0, 1]", r)
@@ -144,7 +154,7 @@ func Render(c Config) ([]byte, error) {
 		"PreFECBERMax": num(c.PreFECBERMax), "FECErrorWindow": c.FECErrorWindow,
 		"NVLinkErrorsPerMinute": num(c.NVLinkErrorsPerMinute), "NVLinkErrorWindow": c.NVLinkErrorWindow,
 		"KubeGPU": c.KubernetesGPUResources, "KubeRDMA": c.KubernetesRDMAResources,
-		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow, "RailHistoryWindow": c.RailHistoryWindow,
+		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow, "RailHistoryWindow": c.RailHistoryWindow, "RailHistoryInterval": c.RailHistoryInterval,
 	}
 	data["NCCLInspectorBusBandwidthRatio"] = num(c.NCCLInspectorBusBandwidthRatio)
 	t, err := template.New("rules").Delims("<%", "%>").Option("missingkey=error").Parse(rulesTemplate)

@@ -1,0 +1,34 @@
+package alerts
+
+import (
+	"strings"
+	"testing"
+)
+
+// railHistoryInterval must be below the 5m lookback through which
+// RailLinkDown reads the history group's record: at 5m or more the record
+// would be stale between two evaluations and a vanished rail would not
+// page.
+func TestRailHistoryIntervalValidated(t *testing.T) {
+	for _, v := range []string{"5m", "10m", "0s", "x", "-1m"} {
+		b := strings.Replace(string(defaultConfig), "railHistoryInterval: 2m", "railHistoryInterval: "+v, 1)
+		if _, err := ParseConfig([]byte(b)); err == nil || !strings.Contains(err.Error(), "railHistoryInterval") {
+			t.Errorf("interval %s: %v", v, err)
+		}
+	}
+	r, err := Render(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"- name: fabric_exporter.rail_history\n  interval: 2m\n",
+		"max_over_time(fabric_rail_info[6h])",
+	} {
+		if !strings.Contains(string(r), want) {
+			t.Errorf("rules lack %q", want)
+		}
+	}
+	if n := strings.Count(string(r), "max_over_time(fabric_rail_info["); n != 1 {
+		t.Errorf("the rail history is read %d times; want once, in the slow group", n)
+	}
+}
