@@ -36,6 +36,7 @@ type Config struct {
 	PauseStormWindow           string  `yaml:"pauseStormWindow"`
 	RailHistoryWindow          string  `yaml:"railHistoryWindow"`
 	RailHistoryInterval        string  `yaml:"railHistoryInterval"`
+	ErrorCounterInterval       string  `yaml:"errorCounterInterval"`
 	RailTCPFallbackMinBits     float64 `yaml:"railTCPFallbackMinBits"`
 	RailTCPFallbackMaxRDMABits float64 `yaml:"railTCPFallbackMaxRDMABits"`
 	NonRailNICMaxBits          float64 `yaml:"nonRailNICMaxBits"`
@@ -86,7 +87,7 @@ func ParseConfig(b []byte) (Config, error) {
 	}
 	// sglangSelector may be empty: SGLang's sglang:* names are unique too.
 	for name, v := range map[string]string{"exporterSelector": c.ExporterSelector,
-		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "railHistoryWindow": c.RailHistoryWindow, "railHistoryInterval": c.RailHistoryInterval,
+		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "railHistoryWindow": c.RailHistoryWindow, "railHistoryInterval": c.RailHistoryInterval, "errorCounterInterval": c.ErrorCounterInterval,
 		"pcieErrorWindow": c.PCIeErrorWindow, "fecErrorWindow": c.FECErrorWindow, "nvlinkErrorWindow": c.NVLinkErrorWindow,
 		"clusterLabel": c.ClusterLabel, "kubernetesGPUResources": c.KubernetesGPUResources, "kubernetesRDMAResources": c.KubernetesRDMAResources, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
 		if strings.TrimSpace(v) == "" {
@@ -101,6 +102,9 @@ func ParseConfig(b []byte) (Config, error) {
 	// --query.lookback-delta): the group must write more often than that.
 	if d, err := model.ParseDuration(c.RailHistoryInterval); err != nil || time.Duration(d) <= 0 || time.Duration(d) >= 5*time.Minute {
 		return c, fmt.Errorf("alerts config: railHistoryInterval %q: must be a duration above 0 and below 5m", c.RailHistoryInterval)
+	}
+	if d, err := model.ParseDuration(c.ErrorCounterInterval); err != nil || time.Duration(d) <= 0 {
+		return c, fmt.Errorf("alerts config: errorCounterInterval %q: must be a duration above 0", c.ErrorCounterInterval)
 	}
 	if r := c.NCCLInspectorBusBandwidthRatio; !(r > 0 && r <= 1) {
 		return c, fmt.Errorf("alerts config: ncclInspectorBusBandwidthRatio %v: must be in (0, 1]", r)
@@ -154,7 +158,7 @@ func Render(c Config) ([]byte, error) {
 		"PreFECBERMax": num(c.PreFECBERMax), "FECErrorWindow": c.FECErrorWindow,
 		"NVLinkErrorsPerMinute": num(c.NVLinkErrorsPerMinute), "NVLinkErrorWindow": c.NVLinkErrorWindow,
 		"KubeGPU": c.KubernetesGPUResources, "KubeRDMA": c.KubernetesRDMAResources,
-		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow, "RailHistoryWindow": c.RailHistoryWindow, "RailHistoryInterval": c.RailHistoryInterval,
+		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow, "RailHistoryWindow": c.RailHistoryWindow, "RailHistoryInterval": c.RailHistoryInterval, "ErrorCounterInterval": c.ErrorCounterInterval,
 	}
 	data["NCCLInspectorBusBandwidthRatio"] = num(c.NCCLInspectorBusBandwidthRatio)
 	t, err := template.New("rules").Delims("<%", "%>").Option("missingkey=error").Parse(rulesTemplate)

@@ -371,7 +371,7 @@ func TestAlertingEndToEnd(t *testing.T) {
 	cfg.ExporterSelector = `job="` + job + `"`
 	cfg.For.Short, cfg.For.Medium, cfg.For.Long = "2s", "3s", "5s"
 	cfg.PauseStormWindow, cfg.FlapWindow = "15s", "30s"
-	cfg.RailHistoryInterval = "5s" // the history group at lab speed (2m in production)
+	cfg.RailHistoryInterval, cfg.ErrorCounterInterval = "5s", "5s" // the slow groups at lab speed (2m, 1m in production)
 	rules, err := alerts.Render(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/fabric-exporter/fabric_exporter/dashboards"
@@ -30,7 +31,13 @@ type ruleCost struct {
 
 type groupCost struct {
 	Name string  `json:"name"`
-	CPUS float64 `json:"cpu_s"`
+	CPUS float64 `json:"cpu_s"` // one evaluation of every rule of the group
+	// Every is the group's interval (its own, else the evaluation
+	// interval); PerRoundS is CPUS spread over rounds of the evaluation
+	// interval (a group evaluated every 1m costs a quarter of its CPUS per
+	// 15 s round).
+	Every     string  `json:"every"`
+	PerRoundS float64 `json:"cpu_s_per_round"`
 }
 
 type fileCost struct {
@@ -69,7 +76,7 @@ const repeats = 5
 // each `repeats` times, and takes Prometheus's CPU time for it less its idle
 // rate. Rule expressions are wrapped in count() so that the JSON of large
 // results is not counted (a rule evaluation encodes nothing).
-func measureCost(p *prom, pid int, cfgPath string, n int, log func(string, ...any)) ([]fileCost, []queryCost, error) {
+func measureCost(p *prom, pid int, cfgPath string, n int, interval time.Duration, log func(string, ...any)) ([]fileCost, []queryCost, error) {
 	T := time.Now().Add(-30 * time.Second)
 	if err := os.WriteFile(cfgPath, []byte("global:\n  scrape_interval: 15s\n"), 0o644); err != nil {
 		return nil, nil, err
@@ -106,8 +113,9 @@ func measureCost(p *prom, pid int, cfgPath string, n int, log func(string, ...an
 		}
 		var doc struct {
 			Groups []struct {
-				Name  string `yaml:"name"`
-				Rules []struct {
+				Name     string `yaml:"name"`
+				Interval string `yaml:"interval"`
+				Rules    []struct {
 					Record string `yaml:"record"`
 					Alert  string `yaml:"alert"`
 					Expr   string `yaml:"expr"`
@@ -119,7 +127,15 @@ func measureCost(p *prom, pid int, cfgPath string, n int, log func(string, ...an
 		}
 		fc := fileCost{File: file}
 		for _, g := range doc.Groups {
-			gc := groupCost{Name: g.Name}
+			gc := groupCost{Name: g.Name, Every: interval.String()}
+			every := interval
+			if g.Interval != "" {
+				d, err := model.ParseDuration(g.Interval)
+				if err != nil {
+					return nil, nil, fmt.Errorf("%s: group %s: interval %q: %v", file, g.Name, g.Interval, err)
+				}
+				every, gc.Every = time.Duration(d), g.Interval
+			}
 			for _, rl := range g.Rules {
 				v := url.Values{"query": {"count((" + rl.Expr + "))"}, "time": {fmt.Sprintf("%.3f", float64(T.UnixMilli())/1000)}}
 				cpu, _, _, err := measureQ("/api/v1/query", v)
@@ -129,8 +145,9 @@ func measureCost(p *prom, pid int, cfgPath string, n int, log func(string, ...an
 				gc.CPUS += cpu
 				fc.Rules = append(fc.Rules, ruleCost{Group: g.Name, Name: rl.Record + rl.Alert, CPUS: cpu})
 			}
+			gc.PerRoundS = gc.CPUS * min(1, interval.Seconds()/every.Seconds())
 			fc.Groups = append(fc.Groups, gc)
-			fc.TotalS += gc.CPUS
+			fc.TotalS += gc.PerRoundS
 		}
 		sort.Slice(fc.Rules, func(i, j int) bool { return fc.Rules[i].CPUS > fc.Rules[j].CPUS })
 		log("%s: %.3f CPU s per round", file, fc.TotalS)

@@ -12,13 +12,13 @@ import (
 
 func printResult(w io.Writer, r result) {
 	fmt.Fprintf(w, "\n## %d nodes, Prometheus %s, rules %s (%s, load %s, %d CPUs)\n\n", r.Nodes, r.Prometheus, r.Rules, r.Date, r.Load, runtime.NumCPU())
-	fmt.Fprintf(w, "head series %.0f (%.0f per node); all groups %.3f s per round = %.2f ms per node per round (sum of the groups' fastest rounds: %.3f s = %.2f ms per node); missed iterations %.0f; rule failures %.0f; targets down %.0f\n",
+	fmt.Fprintf(w, "head series %.0f (%.0f per node); all groups %.3f s per round = %.2f ms per node per round (slower groups count their share; sum of the groups' fastest rounds: %.3f s = %.2f ms per node); missed iterations %.0f; rule failures %.0f; targets down %.0f\n",
 		r.HeadSeries, r.HeadSeries/float64(r.Nodes), r.TotalMeanS, r.PerNodeMs, r.TotalMinS, r.TotalMinS/float64(r.Nodes)*1000, r.Missed, r.Failures, r.ScrapeFailures)
 	fmt.Fprintf(w, "Prometheus CPU %.2f cores, RSS max %.0f MiB\n\n", r.CPUCores, r.RSSBytes/(1<<20))
-	fmt.Fprintln(w, "| group | rules | min s/round | mean s/round | max s/round | mean ms/node/round | rounds |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| group | every s | rules | min s/evaluation | mean s/evaluation | max s/evaluation | mean ms/node/evaluation | evaluations |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, g := range r.Groups {
-		fmt.Fprintf(w, "| %s | %d | %.3f | %.3f | %.3f | %.3f | %d |\n", g.Name, g.Rules, g.MinS, g.MeanS, g.MaxS, g.MeanS/float64(r.Nodes)*1000, g.Samples)
+		fmt.Fprintf(w, "| %s | %.0f | %d | %.3f | %.3f | %.3f | %.3f | %d |\n", g.Name, g.EveryS, g.Rules, g.MinS, g.MeanS, g.MaxS, g.MeanS/float64(r.Nodes)*1000, g.Samples)
 	}
 	fmt.Fprintln(w, "\nslowest rules (mean s per round):\n\n| s | group | rule |\n|---:|---|---|")
 	for i, rl := range r.TopRules {
@@ -41,9 +41,9 @@ func printResult(w io.Writer, r result) {
 		fmt.Fprintf(w, "| %.3f | %d | %s | %s / %s%s |\n", q.Seconds, q.Series, q.Scope, q.Dashboard, q.Panel, e)
 	}
 	for _, c := range r.Costs {
-		fmt.Fprintf(w, "\nrule CPU at one instant, %s: %.3f s per round = %.3f ms per node per round\n\n| group | CPU s per round | ms per node |\n|---|---:|---:|\n", c.File, c.TotalS, c.TotalS/float64(r.Nodes)*1000)
+		fmt.Fprintf(w, "\nrule CPU at one instant, %s: %.3f s per round = %.3f ms per node per round (groups with a longer interval count their share)\n\n| group | every | CPU s per evaluation | CPU s per round | ms per node per round |\n|---|---|---:|---:|---:|\n", c.File, c.TotalS, c.TotalS/float64(r.Nodes)*1000)
 		for _, g := range c.Groups {
-			fmt.Fprintf(w, "| %s | %.3f | %.3f |\n", g.Name, g.CPUS, g.CPUS/float64(r.Nodes)*1000)
+			fmt.Fprintf(w, "| %s | %s | %.3f | %.3f | %.3f |\n", g.Name, g.Every, g.CPUS, g.PerRoundS, g.PerRoundS/float64(r.Nodes)*1000)
 		}
 		fmt.Fprintf(w, "\nmost expensive rules:\n\n| CPU s | group | rule |\n|---:|---|---|\n")
 		for i, rl := range c.Rules {

@@ -31,6 +31,7 @@ type groupStat struct {
 	MeanS   float64 `json:"mean_s"`
 	MaxS    float64 `json:"max_s"`
 	Samples int     `json:"rounds"`
+	EveryS  float64 `json:"every_s"` // the group's interval
 }
 
 type ruleStat struct {
@@ -157,6 +158,7 @@ scrape_configs:
 	start := time.Now()
 	type acc struct {
 		rules      int
+		every      float64 // the group's interval, seconds
 		sum, max   float64
 		min        float64
 		n          int
@@ -175,7 +177,7 @@ scrape_configs:
 		for _, g := range gs {
 			a := groups[g.Name]
 			if a == nil {
-				a = &acc{rules: len(g.Rules)}
+				a = &acc{rules: len(g.Rules), every: g.Interval}
 				groups[g.Name] = a
 				order = append(order, g.Name)
 			}
@@ -212,13 +214,18 @@ scrape_configs:
 	r.Failures = m1["prometheus_rule_evaluation_failures_total"]
 	for _, name := range order {
 		a := groups[name]
-		g := groupStat{Name: name, Rules: a.rules, MinS: a.min, MaxS: a.max, Samples: a.n}
+		g := groupStat{Name: name, Rules: a.rules, MinS: a.min, MaxS: a.max, Samples: a.n, EveryS: a.every}
 		if a.n > 0 {
 			g.MeanS = a.sum / float64(a.n)
 		}
 		r.Groups = append(r.Groups, g)
-		r.TotalMeanS += g.MeanS
-		r.TotalMinS += g.MinS
+		// A group with a longer interval than the rounds counts its share.
+		share := 1.0
+		if a.every > interval.Seconds() {
+			share = interval.Seconds() / a.every
+		}
+		r.TotalMeanS += g.MeanS * share
+		r.TotalMinS += g.MinS * share
 	}
 	for k, v := range ruleSum {
 		r.TopRules = append(r.TopRules, ruleStat{Group: k[0], Rule: k[1], MeanS: v / float64(ruleN[k])})
@@ -275,7 +282,7 @@ scrape_configs:
 	r.AlertsOK = len(r.AlertProblems) == 0
 
 	if len(costFiles) > 0 {
-		r.Costs, r.QueryCosts, err = measureCost(p, cmd.Process.Pid, filepath.Join(dir, "prometheus.yml"), n, log)
+		r.Costs, r.QueryCosts, err = measureCost(p, cmd.Process.Pid, filepath.Join(dir, "prometheus.yml"), n, interval, log)
 		return r, err
 	}
 

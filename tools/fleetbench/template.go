@@ -48,6 +48,18 @@ func exporterOutput(work, bin string) ([]byte, error) {
 	for i := range hcas {
 		os.WriteFile(filepath.Join(eth, fmt.Sprintf("eth%d", i)), ethBase, 0o644)
 	}
+	// Every rail netdev has an optical module and FEC (the fixture's eth0).
+	phy := filepath.Join(work, "phy")
+	os.MkdirAll(phy, 0o755)
+	for _, ext := range []string{"eeprom", "fec"} {
+		pb, err := os.ReadFile("collector/fixtures/phy/eth0." + ext)
+		if err != nil {
+			return nil, err
+		}
+		for i := range hcas {
+			os.WriteFile(filepath.Join(phy, fmt.Sprintf("eth%d.%s", i, ext)), pb, 0o644)
+		}
+	}
 	os.MkdirAll(nccl, 0o755)
 	b, err := os.ReadFile(ncclLog)
 	if err != nil {
@@ -63,7 +75,7 @@ func exporterOutput(work, bin string) ([]byte, error) {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "--web.listen-address="+addr, "--path.sysfs="+sys, "--path.procfs=collector/fixtures/proc",
-		"--collector.pfc.ethtool-fixtures="+eth, "--collector.gpu.fixture="+gpu,
+		"--collector.pfc.ethtool-fixtures="+eth, "--collector.phy.fixtures="+phy, "--collector.gpu.fixture="+gpu,
 		"--collector.nccl.log-path="+filepath.Join(nccl, "*.log"), "--collector.nccl.retention=0")
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {
@@ -201,7 +213,10 @@ func parseTemplate(text []byte) *template {
 		}
 		if types[name] == "counter" {
 			ts.rate = rates[name]
-		} else if strings.HasSuffix(name, "_ratio") || strings.HasSuffix(name, "_per_second") && !strings.Contains(name, "rate_bytes") {
+		} else if strings.HasSuffix(name, "_ratio") || strings.HasSuffix(name, "_per_second") && !strings.Contains(name, "rate_bytes") && !strings.Contains(name, "speed") {
+			// Link rates and speeds (RDMA port rate, netdev speed, PCIe
+			// link speeds) stay as they are: a jittered PCIe speed below
+			// the supported one is a degraded link.
 			ts.gauge = true
 		}
 		t.series = append(t.series, ts)

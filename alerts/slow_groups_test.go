@@ -32,3 +32,32 @@ func TestRailHistoryIntervalValidated(t *testing.T) {
 		t.Errorf("the rail history is read %d times; want once, in the slow group", n)
 	}
 }
+
+// The long-window error alerts run in their own group at
+// errorCounterInterval; a bad value is refused.
+func TestErrorCounterIntervalGroup(t *testing.T) {
+	for _, v := range []string{"0s", "x", ""} {
+		b := strings.Replace(string(defaultConfig), "errorCounterInterval: 1m", "errorCounterInterval: "+v, 1)
+		if _, err := ParseConfig([]byte(b)); err == nil || !strings.Contains(err.Error(), "errorCounterInterval") {
+			t.Errorf("interval %q: %v", v, err)
+		}
+	}
+	r, err := Render(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(r)
+	i := strings.Index(s, "- name: fabric_exporter.physical_errors\n  interval: 1m\n")
+	if i < 0 {
+		t.Fatal("no fabric_exporter.physical_errors group every 1m")
+	}
+	group := s[i:]
+	if j := strings.Index(group[1:], "\n- name: "); j >= 0 {
+		group = group[:j+1]
+	}
+	for _, a := range []string{"alert: PCIeUncorrectableErrors", "alert: PCIeCorrectableErrors", "alert: NVLinkErrors"} {
+		if strings.Count(s, a) != 1 || !strings.Contains(group, a) {
+			t.Errorf("%s is not (only) in the slow group", a)
+		}
+	}
+}
