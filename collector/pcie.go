@@ -67,6 +67,7 @@ type pcieAER struct {
 	rootport    bool
 	series      map[string]*exposition.Series // error name -> series (AER files)
 	total       *exposition.Series            // aer_rootport_total_err_*
+	classTotal  *exposition.Series            // the class total of an aer_dev_* file
 }
 
 type pcieCollector struct {
@@ -79,7 +80,7 @@ type pcieCollector struct {
 	static []*exposition.Series // link and path info
 
 	speed, maxSpeed, width, maxWidth, supSpeed, supWidth *exposition.Family
-	linkInfo, pathInfo, aer, rootport                    *exposition.Family
+	linkInfo, pathInfo, aer, aerClass, rootport          *exposition.Family
 }
 
 func newPCIeCollector(env Env, o *Options) (Collector, error) {
@@ -108,6 +109,9 @@ func newPCIeCollector(env Env, o *Options) (Collector, error) {
 		aer: env.Families.NewFamily("fabric_pcie_aer_errors_total",
 			"PCIe AER errors the function reported, per error type (aer_dev_correctable, aer_dev_nonfatal, aer_dev_fatal: class correctable, nonfatal, fatal). Absent where the kernel exposes no AER statistics.",
 			ctr, "pci_bus_id", "class", "error"),
+		aerClass: env.Families.NewFamily("fabric_pcie_aer_class_errors_total",
+			"PCIe AER errors the function reported, per class (the TOTAL_ERR_COR, TOTAL_ERR_NONFATAL, TOTAL_ERR_FATAL line of aer_dev_correctable, aer_dev_nonfatal, aer_dev_fatal; the sum of the error types where a kernel prints no total). One series per class: what the alerts and the overview read instead of every error type.",
+			ctr, "pci_bus_id", "class"),
 		rootport: env.Families.NewFamily("fabric_pcie_aer_rootport_errors_total",
 			"AER error messages a root port received from the devices below it (aer_rootport_total_err_cor, _nonfatal, _fatal).",
 			ctr, "pci_bus_id", "class"),
@@ -174,7 +178,7 @@ func (c *pcieCollector) Update(ctx context.Context, b *exposition.Batch) error {
 				b.Add(a.total, float64(v))
 				continue
 			}
-			if err := parseAER(raw, func(name string, v uint64) {
+			total, err := parseAER(raw, func(name string, v uint64) {
 				s := a.series[name]
 				if s == nil {
 					if len(a.series) >= 64 { // bounded: the kernel prints about 20 names
@@ -184,8 +188,14 @@ func (c *pcieCollector) Update(ctx context.Context, b *exposition.Batch) error {
 					a.series[name] = s
 				}
 				b.Add(s, float64(v))
-			}); err != nil {
+			})
+			if err != nil {
 				skipValue(c.env, a.path, err)
+			} else {
+				if a.classTotal == nil {
+					a.classTotal = c.aerClass.With(f.bdf, a.class)
+				}
+				b.Add(a.classTotal, float64(total))
 			}
 		}
 	}
@@ -412,10 +422,15 @@ func parseLinkWidth(b []byte) (float64, error) {
 // parseAER reads an aer_dev_* file: one "NAME count" line per error type,
 // where NAME is a token ("RxErr", kernels since 4.19's rework) or words
 // ("Receiver Error" in older kernels), followed by TOTAL_ERR_COR /
-// TOTAL_ERR_NONFATAL / TOTAL_ERR_FATAL, which fn does not get (the sum of
-// the others). Bad lines make an error after the good ones are passed on.
-func parseAER(b []byte, fn func(name string, v uint64)) error {
+// TOTAL_ERR_NONFATAL / TOTAL_ERR_FATAL, which fn does not get: it is
+// returned as total (errors the device reported, as the kernel counts
+// them), or the sum of the types when the file has no total line. Bad lines
+// make an error after the good ones are passed on (total is then not to be
+// used).
+func parseAER(b []byte, fn func(name string, v uint64)) (total uint64, err error) {
 	var bad error
+	var sum uint64
+	hasTotal := false
 	for len(b) > 0 {
 		var line []byte
 		line, b, _ = bytes.Cut(b, []byte{'\n'})
@@ -435,9 +450,14 @@ func parseAER(b []byte, fn func(name string, v uint64)) error {
 			continue
 		}
 		if bytes.HasPrefix(name, []byte("TOTAL_ERR_")) {
+			total, hasTotal = v, true
 			continue
 		}
+		sum += v
 		fn(string(name), v)
 	}
-	return bad
+	if !hasTotal {
+		total = sum
+	}
+	return total, bad
 }

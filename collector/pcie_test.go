@@ -78,12 +78,18 @@ func TestParseLinkSpeed(t *testing.T) {
 
 func TestParseAER(t *testing.T) {
 	got := map[string]uint64{}
-	err := parseAER([]byte("Receiver Error 2\nBad TLP 0\nRELAY_NUM Rollover 1\nTOTAL_ERR_COR 3\n"), func(n string, v uint64) { got[n] = v })
+	total, err := parseAER([]byte("Receiver Error 2\nBad TLP 0\nRELAY_NUM Rollover 1\nTOTAL_ERR_COR 4\n"), func(n string, v uint64) { got[n] = v })
 	if err != nil || len(got) != 3 || got["Receiver Error"] != 2 || got["RELAY_NUM Rollover"] != 1 || got["Bad TLP"] != 0 {
 		t.Errorf("old format: %v, %v", got, err)
 	}
+	if total != 4 { // the kernel's count of reported errors, not the sum of the types
+		t.Errorf("total %d, want the TOTAL_ERR_COR line's 4", total)
+	}
+	if total, err := parseAER([]byte("RxErr 3\nBadTLP 2\n"), func(string, uint64) {}); err != nil || total != 5 {
+		t.Errorf("no total line: total %d, %v; want the sum 5", total, err)
+	}
 	got = map[string]uint64{}
-	err = parseAER([]byte("RxErr 7\nBadTLP x\n\nlonely\nTimeout 1\n"), func(n string, v uint64) { got[n] = v })
+	_, err = parseAER([]byte("RxErr 7\nBadTLP x\n\nlonely\nTimeout 1\n"), func(n string, v uint64) { got[n] = v })
 	if err == nil || got["RxErr"] != 7 || got["Timeout"] != 1 || len(got) != 2 {
 		t.Errorf("bad lines: %v, %v", got, err)
 	}

@@ -127,7 +127,7 @@ func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 			"AER errors per function of the GPU and HCA paths, by class (correctable: replayed; nonfatal/fatal: lost transactions, "+
 				"alert PCIeUncorrectableErrors). fabric_pcie_path_info names the devices behind a function.",
 			unitShort, half,
-			query("sum by (cluster, instance, pci_bus_id, class) (increase(fabric_pcie_aer_errors_total"+sel()+"[$__rate_interval]))",
+			query("sum by (cluster, instance, pci_bus_id, class) (increase(fabric_pcie_aer_class_errors_total"+sel()+"[$__rate_interval]))",
 				"{{instance}} {{pci_bus_id}} {{class}}"))).
 		WithPanel(thresholdLine(timeseriesPanel("Pre-FEC bit error ratio per rail",
 			"Bits the rail's FEC corrected per bit of line rate (mlx5 rx_corrected_bits_phy). The dashed line is the RailPreFECBERHigh threshold, "+
