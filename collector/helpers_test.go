@@ -35,25 +35,17 @@ func (u updater) Collect(ch chan<- prometheus.Metric) {
 // testFamilies is the registry of the tests' collectors.
 var testFamilies = exposition.NewRegistry()
 
-// sample is one sample of a batch, for tests that look at series.
-type sample struct {
-	s *exposition.Series
-	v float64
-}
-
-// samplesOf returns b's samples in the order they were added; b is a
-// Batch or a *Batch.
-func samplesOf[B exposition.Batch | *exposition.Batch](b B) []sample {
-	var out []sample
-	var p *exposition.Batch
-	switch x := any(b).(type) {
-	case exposition.Batch:
-		p = &x
-	case *exposition.Batch:
-		p = x
+// updateValues runs one Update of c and returns "family{values}" -> value
+// (label values in the family's label order).
+func updateValues(t testing.TB, c Collector) map[string]float64 {
+	t.Helper()
+	var b exposition.Batch
+	if err := c.Update(t.Context(), &b); err != nil {
+		t.Fatal(err)
 	}
-	for s, v := range p.All() {
-		out = append(out, sample{s, v})
+	out := map[string]float64{}
+	for s, v := range b.All() {
+		out[s.Family().Name()+"{"+strings.Join(s.Values(), ",")+"}"] = v
 	}
 	return out
 }

@@ -164,9 +164,9 @@ func TestNCCLBackgroundFollower(t *testing.T) {
 }
 
 func sampleValue(b *exposition.Batch, name string) float64 {
-	for _, s := range samplesOf(b) {
-		if s.s.Family().Name() == name {
-			return s.v
+	for s, v := range b.All() {
+		if s.Family().Name() == name {
+			return v
 		}
 	}
 	return -1

@@ -20,20 +20,6 @@ func newTestPCIe(t testing.TB, sysfs string) (*pcieCollector, *exposition.Counte
 	return c.(*pcieCollector), errs
 }
 
-// pcieValues returns "family{labels}" -> value for one update.
-func pcieValues(t testing.TB, c *pcieCollector) map[string]float64 {
-	t.Helper()
-	var b exposition.Batch
-	if err := c.Update(t.Context(), &b); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, s := range samplesOf(b) {
-		out[s.s.Family().Name()+"{"+strings.Join(s.s.Values(), ",")+"}"] = s.v
-	}
-	return out
-}
-
 func mustPCIe(t testing.TB, sysfs string) *pcieCollector {
 	c, _ := newTestPCIe(t, sysfs)
 	return c
@@ -127,7 +113,7 @@ func TestPCIeFixture(t *testing.T) {
 		}
 	}
 	c, errs := newTestPCIe(t, dir)
-	v := pcieValues(t, c)
+	v := updateValues(t, c)
 	want := map[string]float64{
 		// mlx5_0 and the bridges above it
 		"fabric_pcie_link_speed_transfers_per_second{0000:18:00.0}":                             32e9,
@@ -180,7 +166,7 @@ func TestPCIeFixture(t *testing.T) {
 			t.Errorf("%s present", k)
 		}
 	}
-	if v, _ := pcieValues(t, mustPCIe(t, fixtureSys))["fabric_pcie_link_width{0000:9a:00.0}"]; v != 16 {
+	if v, _ := updateValues(t, mustPCIe(t, fixtureSys))["fabric_pcie_link_width{0000:9a:00.0}"]; v != 16 {
 		t.Errorf("committed fixture: mlx5_3 width %v, want 16", v)
 	}
 	// A bridge shared by mlx5_0 and GPU0/1 has one link series.
@@ -211,7 +197,7 @@ func TestPCIeQuietAndBadValues(t *testing.T) {
 		return nil
 	})
 	c, errs := newTestPCIe(t, dir)
-	v := pcieValues(t, c)
+	v := updateValues(t, c)
 	for k := range v {
 		if !strings.HasPrefix(k, "fabric_pcie_link_info{") && !strings.HasPrefix(k, "fabric_pcie_path_info{") {
 			t.Errorf("unexpected %s", k)
@@ -227,7 +213,7 @@ func TestPCIeQuietAndBadValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, errs = newTestPCIe(t, dir)
-	v = pcieValues(t, c)
+	v = updateValues(t, c)
 	if _, ok := v["fabric_pcie_link_width{0000:19:00.0}"]; ok || errs.Value() != 1 {
 		t.Errorf("garbage width: present %v, read errors %v", ok, errs.Value())
 	}

@@ -27,19 +27,6 @@ func newTestPhy(t testing.TB, o *Options) (*phyCollector, *exposition.Counter) {
 	return c.(*phyCollector), errs
 }
 
-func phyValues(t testing.TB, c Collector) map[string]float64 {
-	t.Helper()
-	var b exposition.Batch
-	if err := c.Update(t.Context(), &b); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, s := range samplesOf(b) {
-		out[s.s.Family().Name()+"{"+strings.Join(s.s.Values(), ",")+"}"] = s.v
-	}
-	return out
-}
-
 // The fixture: healthy 400G OSFPs with RS-FEC (eth3 with old uncorrectable
 // blocks); the test puts a module with a dark lane 3 in eth3.
 func TestPhyFixture(t *testing.T) {
@@ -54,7 +41,7 @@ func TestPhyFixture(t *testing.T) {
 	o := fixtureOptions(t, fixtureSys)
 	o.Phy.Fixtures = dir
 	c, errs := newTestPhy(t, o)
-	v := phyValues(t, c)
+	v := updateValues(t, c)
 	want := map[string]float64{
 		"fabric_netdev_fec_info{eth0,rs}":                                                      1,
 		"fabric_netdev_fec_corrected_blocks_total{eth0}":                                       1524,
@@ -135,7 +122,7 @@ func TestPhyBackgroundAndSilentModule(t *testing.T) {
 	c := cc.(*phyCollector)
 	t.Cleanup(c.Close)
 	for range 3 {
-		v := phyValues(t, c)
+		v := updateValues(t, c)
 		if _, ok := v["fabric_transceiver_temperature_celsius{eth3}"]; ok {
 			t.Error("silent module has series")
 		}
@@ -162,7 +149,7 @@ func TestPhyBackgroundAndSilentModule(t *testing.T) {
 	src.silent = nil
 	src.mu.Unlock()
 	c.refresh(t.Context())
-	if _, ok := phyValues(t, c)["fabric_transceiver_temperature_celsius{eth3}"]; !ok {
+	if _, ok := updateValues(t, c)["fabric_transceiver_temperature_celsius{eth3}"]; !ok {
 		t.Error("module did not come back")
 	}
 }

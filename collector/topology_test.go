@@ -30,9 +30,9 @@ func topoScrape(t testing.TB, c Collector, fam *exposition.Family) []string {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, s := range samplesOf(b) {
-		if s.s.Family() == fam {
-			out = append(out, strings.Join(s.s.Values(), ","))
+	for s := range b.All() {
+		if s.Family() == fam {
+			out = append(out, strings.Join(s.Values(), ","))
 		}
 	}
 	return out
@@ -46,9 +46,9 @@ func topoMatrix(t testing.TB, c *topologyCollector) map[string]string {
 		t.Fatal(err)
 	}
 	m := map[string]string{}
-	for _, s := range samplesOf(b) {
-		v := s.s.Values()
-		switch s.s.Family() {
+	for s := range b.All() {
+		v := s.Values()
+		switch s.Family() {
 		case c.pathInfo:
 			m[v[0]+"/"+v[1]] = v[2]
 		case c.gpuPathInfo:
