@@ -8,8 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 // promqlBlock is a ```promql block of a document.

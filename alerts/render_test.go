@@ -10,8 +10,9 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 const renderedPath = RulesFile

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"io"
 	"slices"
 	"sort"
@@ -18,6 +17,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 )
 
 // Namespace is the prefix of every metric this exporter writes.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/moby/moby/client"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 )
 
 const fixtureDockerID = "f6f6b9c6a78875c26e65a60448dec9ec0d21dcc5e801662a1444eabcdb85255e" // pid 4311's container

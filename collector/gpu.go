@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
-	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -14,8 +12,10 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/gpu"
 	"github.com/fabric-exporter/fabric_exporter/internal/gpu/nvidia"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 )
 
 // GPUOptions configures the gpu collector.

@@ -3,7 +3,6 @@ package collector
 import (
 	"context"
 	"errors"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,16 +10,16 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/go-kit/log"
 	"time"
 
+	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/gpu"
 )
 

@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 )
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"io/fs"
 	"net"
 	"os"
@@ -20,6 +19,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	podresources "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 )
 
 // The kubernetes collector asks the kubelet which devices it allocated to

@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,8 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fabric-exporter/fabric_exporter/internal/fakekubelet"
 	podresources "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/fakekubelet"
 )
 
 // The H200 node of the fixtures under Kubernetes: the NVIDIA device plugin

@@ -5,14 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
-	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 )
 
 // numaStats maps the keys of node*/numastat to metric names (and the keys

@@ -2,12 +2,13 @@ package collector
 
 import (
 	"errors"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
-	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 )
 
 func newTestPCIe(t testing.TB, sysfs string) (*pcieCollector, *exposition.Counter) {

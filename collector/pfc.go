@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
-	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +11,9 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 )
 
 // pfcKind is the metric an mlx5 ethtool statistic maps to.

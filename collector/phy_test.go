@@ -2,7 +2,6 @@ package collector
 
 import (
 	"errors"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/ethtoolnl"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 )
 
 func newTestPhy(t testing.TB, o *Options) (*phyCollector, *exposition.Counter) {

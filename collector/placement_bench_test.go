@@ -1,8 +1,9 @@
 package collector
 
 import (
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"testing"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 )
 
 // BenchmarkNumaCollector and BenchmarkTopologyCollector: one scrape of the

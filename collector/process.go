@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/proc"
 	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The process collector watches the serving processes: where their memory

@@ -2,7 +2,6 @@ package collector
 
 import (
 	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 )
 
 // benchProcfs writes a /proc with n SGLang scheduler processes, each with a

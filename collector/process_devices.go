@@ -8,10 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/proc"
 	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
-	"golang.org/x/sys/unix"
 )
 
 // Device visibility: whether the RDMA devices of the rails are visible in a

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
-	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,6 +12,9 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 )
 
 // portCounter maps a file of ports/N/counters (or legacy counters_ext) to a

@@ -3,7 +3,6 @@ package collector
 import (
 	"errors"
 	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"sync"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 )
 
 // State is what a collector could do in its latest update

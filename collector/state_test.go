@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 )
 

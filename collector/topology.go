@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
-	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +11,9 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 )
 
 // The topology collector places GPUs, RDMA devices and PCI network

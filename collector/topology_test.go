@@ -3,12 +3,13 @@ package collector
 import (
 	"errors"
 	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 )
 
 func newTestTopology(t testing.TB, sysfs string) (*topologyCollector, *exposition.Counter) {

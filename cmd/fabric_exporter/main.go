@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/fabric-exporter/fabric_exporter/internal/selfmetrics"
 	"html"
 	"log/slog"
 	"net/http"
@@ -24,6 +23,7 @@ import (
 	sloggokit "github.com/tjhop/slog-gokit"
 
 	"github.com/fabric-exporter/fabric_exporter/collector"
+	"github.com/fabric-exporter/fabric_exporter/internal/selfmetrics"
 )
 
 // defaultAddress is outside the 9100-9999 exporter range, which the

@@ -5,8 +5,9 @@ package gpu
 
 import (
 	"errors"
-	"github.com/go-kit/log"
 	"time"
+
+	"github.com/go-kit/log"
 )
 
 // Field is one GPU activity measurement, in base units.

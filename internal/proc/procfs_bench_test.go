@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"github.com/prometheus/procfs"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 )
 
 // BenchmarkProcFiles measures, per /proc/PID file the process collector

@@ -5,8 +5,9 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"github.com/prometheus/procfs"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 )
 
 // TestAgreesWithProcfs: our stat, status and cgroup parsers give what

@@ -1,7 +1,6 @@
 package selfmetrics
 
 import (
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 )
 
 // goMetrics writes the Go runtime metrics under the names, types and help

@@ -7,8 +7,6 @@ package selfmetrics
 import (
 	"bytes"
 	"errors"
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
-	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"os"
 	"runtime"
 	"sync"
@@ -18,6 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/version"
 	"golang.org/x/sys/unix"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 )
 
 // SelfMetrics writes the exporter's own process and Go runtime metrics

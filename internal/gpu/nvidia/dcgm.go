@@ -4,13 +4,13 @@ package nvidia
 
 import (
 	"fmt"
-	"github.com/go-kit/log"
-	"github.com/go-kit/log/level"
 	"math"
 	"sync"
 	"time"
 
 	"github.com/NVIDIA/go-dcgm/pkg/dcgm"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/gpu"
 )

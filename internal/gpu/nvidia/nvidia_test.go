@@ -5,7 +5,6 @@ package nvidia
 import (
 	"encoding/binary"
 	"errors"
-	"github.com/go-kit/log"
 	"math"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/NVIDIA/go-dcgm/pkg/dcgm"
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/go-kit/log"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/gpu"
 )

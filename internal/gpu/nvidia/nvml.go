@@ -5,12 +5,12 @@ package nvidia
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/go-kit/log"
-	"github.com/go-kit/log/level"
 	"sync"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/gpu"
 )
