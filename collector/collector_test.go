@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 type stubCollector struct {
@@ -131,9 +132,9 @@ func TestOnceLogger(t *testing.T) {
 func TestRDMADynamicNamesBound(t *testing.T) {
 	root := t.TempDir()
 	port := filepath.Join(root, "class", "infiniband", "hostile0", "ports", "1")
-	mustWrite(t, filepath.Join(port, "link_layer"), "Ethernet\n")
+	testenv.WriteFile(t, filepath.Join(port, "link_layer"), "Ethernet\n")
 	for i := range maxDynamicNames + 100 {
-		mustWrite(t, filepath.Join(port, "hw_counters", fmt.Sprintf("c%04d", i)), "1\n")
+		testenv.WriteFile(t, filepath.Join(port, "hw_counters", fmt.Sprintf("c%04d", i)), "1\n")
 	}
 	c, _ := newTestRDMA(t, fixtureOptions(t, root))
 	var b exposition.Batch

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/nccl"
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 // NCCL init failures (no usable network): the lines of each version family,
@@ -126,10 +127,10 @@ func ncclSamples(t *testing.T, c *ncclCollector, names ...string) string {
 func TestNCCLInitFailureRepeats(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "vm.700.log")
-	writeFile(t, path, ncclInit228ForcedIB)
+	testenv.WriteFile(t, path, ncclInit228ForcedIB)
 	c := newTestNCCL(t, NCCLOptions{LogPaths: []string{filepath.Join(dir, "*.log")}})
 	c.poll()
-	appendFile(t, path, "\nvm:700:700 [0] plugin/net.cc:379 NCCL WARN Failed to initialize any NET plugin\n")
+	testenv.AppendFile(t, path, "\nvm:700:700 [0] plugin/net.cc:379 NCCL WARN Failed to initialize any NET plugin\n")
 	c.poll()
 	c.poll()
 	want := `fabric_nccl_init_failure_info{host="vm",pid="700",reason="Failed to initialize any NET plugin"} 1

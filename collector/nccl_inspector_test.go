@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/nccl/inspector"
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 const inspectorFixtures = "fixtures/nccl-inspector"
@@ -160,13 +161,13 @@ func TestNCCLInspectorTruncatedAndGarbage(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "n1-pid10.log")
 	line := inspJSON(1, "n1", 10, "AllReduce", 1<<30, 20000, 40)
-	writeFile(t, p, line+line[:57])
+	testenv.WriteFile(t, p, line+line[:57])
 	c := newTestInspector(t, NCCLInspectorOptions{DumpDir: dir})
 	c.poll()
 	key := `{comm="0x1",host="n1",op="AllReduce",pid="10",size="256MiB-4GiB"}`
 	got, _ := inspectorScrape(t, c)
 	checkSamples(t, got, map[string]float64{"fabric_nccl_inspector_operations_total" + key: 1, "fabric_nccl_inspector_unparsed_lines_total{}": 0})
-	appendFile(t, p, line[57:])
+	testenv.AppendFile(t, p, line[57:])
 	c.poll()
 	got, _ = inspectorScrape(t, c)
 	checkSamples(t, got, map[string]float64{
@@ -179,9 +180,9 @@ func TestNCCLInspectorTruncatedAndGarbage(t *testing.T) {
 		`{"header":{"id":"0x1"},"metadata":{"hostname":"n1","pid":10},"coll_perf":{"coll":"AllReduce","coll_msg_size_bytes":-1,"coll_exec_time_us":1,"coll_busbw_gbs":1}}` + "\n",
 		`{"header":{"id":"0x1"},"metadata":{"hostname":"n1","pid":10},"coll_perf":{"coll":"AllReduce"}}` + "\n",
 	} {
-		appendFile(t, p, g)
+		testenv.AppendFile(t, p, g)
 	}
-	appendFile(t, p, inspJSON(1, "n1", 10, "<script>", 8192, 10, 1))
+	testenv.AppendFile(t, p, inspJSON(1, "n1", 10, "<script>", 8192, 10, 1))
 	c.poll()
 	got, _ = inspectorScrape(t, c)
 	checkSamples(t, got, map[string]float64{
@@ -198,25 +199,25 @@ func TestNCCLInspectorRotation(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "n1-pid10.log")
 	line := inspJSON(1, "n1", 10, "AllGather", 1<<20, 1000, 10)
-	writeFile(t, p, strings.Repeat(line, 3))
+	testenv.WriteFile(t, p, strings.Repeat(line, 3))
 	c := newTestInspector(t, NCCLInspectorOptions{DumpDir: dir})
 	c.poll()
 	key := "fabric_nccl_inspector_operations_total" + `{comm="0x1",host="n1",op="AllGather",pid="10",size="1-16MiB"}`
 	if err := os.Rename(p, p+".1.log"); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, p, line)
+	testenv.WriteFile(t, p, line)
 	c.poll()
 	got, _ := inspectorScrape(t, c)
 	checkSamples(t, got, map[string]float64{key: 4, `fabric_nccl_inspector_files{format="json"}`: 2})
-	appendFile(t, p+".1.log", line)
+	testenv.AppendFile(t, p+".1.log", line)
 	c.poll()
 	got, _ = inspectorScrape(t, c)
 	checkSamples(t, got, map[string]float64{key: 5})
 	// copytruncate of the current file, then two new lines: read again from 0.
-	writeFile(t, p, "")
+	testenv.WriteFile(t, p, "")
 	c.poll()
-	appendFile(t, p, line+line)
+	testenv.AppendFile(t, p, line+line)
 	c.poll()
 	got, _ = inspectorScrape(t, c)
 	checkSamples(t, got, map[string]float64{key: 7})
@@ -234,7 +235,7 @@ func TestNCCLInspectorPromLifecycle(t *testing.T) {
 		l := fmt.Sprintf(lbl, size)
 		return fmt.Sprintf("nccl_bus_bandwidth_gbs%s %g\nnccl_collective_exec_time_microseconds%s %g\n", l, bw, l, us)
 	}
-	writeFile(t, p, dump("4-5GB", 40, 9000)+dump("5-6GB", 44, 9500)+dump("512-513MB", 30, 1000))
+	testenv.WriteFile(t, p, dump("4-5GB", 40, 9000)+dump("5-6GB", 44, 9500)+dump("512-513MB", 30, 1000))
 	c := newTestInspector(t, NCCLInspectorOptions{DumpDir: dir})
 	c.poll()
 	bw := func(size string) string {
@@ -243,13 +244,13 @@ func TestNCCLInspectorPromLifecycle(t *testing.T) {
 	got, _ := inspectorScrape(t, c)
 	checkSamples(t, got, map[string]float64{bw("4GiB+"): 42e9, bw("256MiB-4GiB"): 30e9})
 	// Truncated by the plugin, not written yet: the last dump stays.
-	writeFile(t, p, "")
+	testenv.WriteFile(t, p, "")
 	c.poll()
 	got, _ = inspectorScrape(t, c)
 	checkSamples(t, got, map[string]float64{bw("4GiB+"): 42e9})
 	// Half written: only complete lines count.
 	d := dump("512-513MB", 20, 1000)
-	writeFile(t, p, d[:len(d)-20])
+	testenv.WriteFile(t, p, d[:len(d)-20])
 	c.poll()
 	got, _ = inspectorScrape(t, c)
 	checkSamples(t, got, map[string]float64{bw("256MiB-4GiB"): 20e9})
@@ -259,7 +260,7 @@ func TestNCCLInspectorPromLifecycle(t *testing.T) {
 	// Two writers: a short dump over the tail of a longer one.
 	long := dump("4-5GB", 40, 9000) + dump("5-6GB", 44, 9500)
 	short := dump("1-2MB", 5, 100)
-	writeFile(t, p, short+long[len(short):])
+	testenv.WriteFile(t, p, short+long[len(short):])
 	c.poll()
 	got, _ = inspectorScrape(t, c)
 	if got["fabric_nccl_inspector_unparsed_lines_total{}"] < 1 {
@@ -287,7 +288,7 @@ func TestNCCLInspectorFlood(t *testing.T) {
 	for i := 0; i < 20000; i++ {
 		b.WriteString(inspJSON(i%500, "n1", 10+i%3, ops[i%len(ops)], 1<<(i%34), 100+i%7, 1.5))
 	}
-	writeFile(t, filepath.Join(dir, "n1-pid10.log"), b.String())
+	testenv.WriteFile(t, filepath.Join(dir, "n1-pid10.log"), b.String())
 	c := newTestInspector(t, NCCLInspectorOptions{DumpDir: dir, MaxCommunicators: 16})
 	c.poll()
 	got, _ := inspectorScrape(t, c)
@@ -312,9 +313,9 @@ func TestNCCLInspectorFlood(t *testing.T) {
 
 func TestNCCLInspectorRetention(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "n1-pid10.log"), inspJSON(1, "n1", 10, "AllReduce", 1<<20, 10, 1))
+	testenv.WriteFile(t, filepath.Join(dir, "n1-pid10.log"), inspJSON(1, "n1", 10, "AllReduce", 1<<20, 10, 1))
 	prom := filepath.Join(dir, inspector.PromPrefix+"x.prom")
-	writeFile(t, prom, `nccl_p2p_bus_bandwidth_gbs{version="v5.1",slurm_job_id="unknown",node="n1",gpu="GPU0",comm_name="pp",n_nodes="2",nranks="2",p2p_operation="Send",message_size="512-513MB"} 464.9`+"\n")
+	testenv.WriteFile(t, prom, `nccl_p2p_bus_bandwidth_gbs{version="v5.1",slurm_job_id="unknown",node="n1",gpu="GPU0",comm_name="pp",n_nodes="2",nranks="2",p2p_operation="Send",message_size="512-513MB"} 464.9`+"\n")
 	c := newTestInspector(t, NCCLInspectorOptions{DumpDir: dir, Retention: time.Hour})
 	now := time.Now()
 	c.now = func() time.Time { return now }
@@ -397,7 +398,7 @@ func BenchmarkInspectorJSONFollow(b *testing.B) {
 	}
 	dir := b.TempDir()
 	data := []byte(strings.Repeat(string(src), (64<<20)/len(src)))
-	writeFile(b, filepath.Join(dir, "vm-pid692.log"), string(data))
+	testenv.WriteFile(b, filepath.Join(dir, "vm-pid692.log"), string(data))
 	lines := strings.Count(string(data), "\n")
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()

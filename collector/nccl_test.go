@@ -11,6 +11,7 @@ import (
 
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/nccl"
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 // The nccl collector's own tests: options, the background follower, the
@@ -67,7 +68,7 @@ func followDir(t *testing.T, globs ...string) (string, *ncclCollector) {
 func scanText(t *testing.T, text string) *ncclCollector {
 	t.Helper()
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "a.log"), text)
+	testenv.WriteFile(t, filepath.Join(dir, "a.log"), text)
 	c := newTestNCCL(t, NCCLOptions{LogPaths: []string{filepath.Join(dir, "*.log")}})
 	c.poll()
 	return c
@@ -116,7 +117,7 @@ func TestNCCLBackgroundFollower(t *testing.T) {
 		sb.WriteString(body)
 	}
 	big := filepath.Join(dir, "big.log")
-	writeFile(t, big, sb.String())
+	testenv.WriteFile(t, big, sb.String())
 	env, _ := testEnv()
 	col, err := newNCCLCollector(env, &Options{ProcfsPath: t.TempDir(),
 		NCCL: NCCLOptions{LogPaths: []string{filepath.Join(dir, "*.log")}, PollInterval: 10 * time.Millisecond}})
@@ -149,7 +150,7 @@ func TestNCCLBackgroundFollower(t *testing.T) {
 		t.Log("the backlog was read before the first scrape (fast machine); non-blocking not observed")
 	}
 	// New lines are picked up by the next poll.
-	appendFile(t, big, "late:9:9 [0] NCCL INFO Using network IB\n")
+	testenv.AppendFile(t, big, "late:9:9 [0] NCCL INFO Using network IB\n")
 	for time.Now().Before(deadline) {
 		if c.tracked("late/9") {
 			break
@@ -191,7 +192,7 @@ func TestNCCLNoLogPath(t *testing.T) {
 func TestNCCLUpdateOutput(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "gpu1.4242.log")
-	writeFile(t, p, `gpu1:4242:4242 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
+	testenv.WriteFile(t, p, `gpu1:4242:4242 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
 gpu1:4242:4242 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_0,mlx5_3
 gpu1:4242:4300 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_3:1/RoCE [RO]; OOB eth0:10.0.0.1<0>
 gpu1:4242:4300 [0] NCCL INFO Using network IB
@@ -262,7 +263,7 @@ func TestNCCLReadError(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(dir, "x.log"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		writeFile(t, filepath.Join(dir, "a.log"), lineIB)
+		testenv.WriteFile(t, filepath.Join(dir, "a.log"), lineIB)
 		c.poll()
 		if got := ncclSamples(t, c, "fabric_nccl_log_lines_total", "fabric_nccl_log_unparsed_lines_total", "fabric_nccl_tracked_processes"); got != "fabric_nccl_log_lines_total 1\nfabric_nccl_log_unparsed_lines_total 0\nfabric_nccl_tracked_processes 1\n" {
 			t.Errorf("got\n%s", got)
@@ -270,7 +271,7 @@ func TestNCCLReadError(t *testing.T) {
 		return
 	}
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "a.log"), lineIB)
+	testenv.WriteFile(t, filepath.Join(dir, "a.log"), lineIB)
 	os.Chmod(filepath.Join(dir, "a.log"), 0)
 	env, errs := testEnv()
 	c, err := newNCCLState(env, &Options{NCCL: NCCLOptions{LogPaths: []string{filepath.Join(dir, "*.log")}}})
@@ -283,32 +284,13 @@ func TestNCCLReadError(t *testing.T) {
 	}
 }
 
-func writeFile(t testing.TB, path, s string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func appendFile(t testing.TB, path, s string) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(s); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestNCCLSeriesFollowState: Update's series follow the Tracker's state
 // across polls: a changed network or a new list rebinds the labels, counts
 // change in place, and the series of an evicted process go.
 func TestNCCLSeriesFollowState(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "a.log")
-	writeFile(t, p, "h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE ; OOB eth0:10.0.0.1<0>\n"+
+	testenv.WriteFile(t, p, "h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE ; OOB eth0:10.0.0.1<0>\n"+
 		"h:1:1 [0] NCCL INFO Using network IB\n"+
 		"h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA\n")
 	c := newTestNCCL(t, NCCLOptions{LogPaths: []string{filepath.Join(dir, "*.log")}, MaxProcesses: 1})
@@ -326,7 +308,7 @@ fabric_nccl_net_device_info{device="mlx5_0",host="h",link="RoCE",pid="1",port="1
 fabric_nccl_net_info{host="h",net="IB",pid="1"} 1
 fabric_nccl_tracked_processes 1
 `)
-	appendFile(t, p, "h:1:2 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA\n"+
+	testenv.AppendFile(t, p, "h:1:2 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA\n"+
 		"h:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"+
 		"h:1:1 [0] NCCL INFO Using network Socket\n"+
 		"h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n")
@@ -337,7 +319,7 @@ fabric_nccl_net_info{host="h",net="Socket",pid="1"} 1
 fabric_nccl_socket_interface_info{host="h",interface="eth0",pid="1"} 1
 fabric_nccl_tracked_processes 1
 `)
-	appendFile(t, p, "h:2:2 [0] NCCL INFO Using network IB\n")
+	testenv.AppendFile(t, p, "h:2:2 [0] NCCL INFO Using network IB\n")
 	check("h/1 evicted by h/2", `fabric_nccl_net_info{host="h",net="IB",pid="2"} 1
 fabric_nccl_tracked_processes 1
 `)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 func newTestRDMA(t testing.TB, o *Options) (*rdmaCollector, *exposition.Counter) {
@@ -128,7 +129,7 @@ func TestRDMADeviceWithoutCounters(t *testing.T) {
 		"link_layer": "Ethernet", "state": "4: ACTIVE", "phys_state": "5: LinkUp", "rate": "100 Gb/sec (4X EDR)",
 		"hw_counters/rx_pkts": "123", "hw_counters/tx_bytes": "4567",
 	} {
-		mustWrite(t, filepath.Join(port, f), v+"\n")
+		testenv.WriteFile(t, filepath.Join(port, f), v+"\n")
 	}
 	c, errs := newTestRDMA(t, fixtureOptions(t, root))
 	compare(t, c, `
@@ -141,16 +142,6 @@ fabric_rdma_port_up{device="bnxt_re0",port="1"} 1
 `, "fabric_rdma_hw_tx_bytes_total", "fabric_rdma_port_up")
 	if got := errs.Value(); got != 0 {
 		t.Errorf("read errors = %v, want 0", got)
-	}
-}
-
-func mustWrite(t testing.TB, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -247,22 +238,10 @@ fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_3",port="1"} 0
 `, "fabric_rdma_hw_local_ack_timeout_err_total")
 	}
 	want("2705")
-	mustWriteInPlace(t, path, "4294967295\n")
+	testenv.RewriteFile(t, path, "4294967295\n")
 	want("4.294967295e+09")
-	mustWriteInPlace(t, path, "7\n")
+	testenv.RewriteFile(t, path, "7\n")
 	want("7")
-}
-
-func mustWriteInPlace(t testing.TB, path, content string) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(content); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestRDMADeviceFilter(t *testing.T) {
@@ -278,12 +257,12 @@ func TestRDMADeviceFilter(t *testing.T) {
 // a relative one climbing out of the tree, is not read.
 func TestRDMASymlinksConfinedToSysfs(t *testing.T) {
 	outside := t.TempDir()
-	mustWrite(t, filepath.Join(outside, "secret"), "4242\n")
+	testenv.WriteFile(t, filepath.Join(outside, "secret"), "4242\n")
 	root := t.TempDir()
 	hw := filepath.Join(root, "class", "infiniband", "mlx5_9", "ports", "1", "hw_counters")
-	mustWrite(t, filepath.Join(hw, "..", "link_layer"), "Ethernet\n")
-	mustWrite(t, filepath.Join(hw, "..", "state"), "4: ACTIVE\n")
-	mustWrite(t, filepath.Join(hw, "ok_counter"), "7\n")
+	testenv.WriteFile(t, filepath.Join(hw, "..", "link_layer"), "Ethernet\n")
+	testenv.WriteFile(t, filepath.Join(hw, "..", "state"), "4: ACTIVE\n")
+	testenv.WriteFile(t, filepath.Join(hw, "ok_counter"), "7\n")
 	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(hw, "abs_escape")); err != nil {
 		t.Fatal(err)
 	}

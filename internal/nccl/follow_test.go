@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 const (
@@ -35,13 +37,13 @@ func wantCounts(t *testing.T, c *testNCCL, lines, unparsed float64, procs int) {
 func TestNCCLFollowPartialLine(t *testing.T) {
 	dir, c := followDir(t, "*.log")
 	p := filepath.Join(dir, "a.log")
-	writeFile(t, p, "h:1:1 [0] NCCL INFO Using net")
+	testenv.WriteFile(t, p, "h:1:1 [0] NCCL INFO Using net")
 	c.poll()
 	wantCounts(t, c, 0, 0, 0)
-	appendFile(t, p, "work IB\nh:1:1 [0] NCCL INFO NCCL ver")
+	testenv.AppendFile(t, p, "work IB\nh:1:1 [0] NCCL INFO NCCL ver")
 	c.poll()
 	wantCounts(t, c, 1, 0, 1)
-	appendFile(t, p, "sion 2.21.5+cuda12.4\n")
+	testenv.AppendFile(t, p, "sion 2.21.5+cuda12.4\n")
 	c.poll()
 	wantCounts(t, c, 2, 0, 1)
 	if s := c.summary()["h/1"]; s.Net != "IB" || s.Version != "2.21.5+cuda12.4" {
@@ -55,16 +57,16 @@ func TestNCCLFollowPartialLine(t *testing.T) {
 func TestNCCLFollowTruncation(t *testing.T) {
 	dir, c := followDir(t, "*.log")
 	p := filepath.Join(dir, "a.log")
-	writeFile(t, p, lineIB+lineIB+lineIB)
+	testenv.WriteFile(t, p, lineIB+lineIB+lineIB)
 	c.poll()
 	wantCounts(t, c, 3, 0, 1)
 	// copytruncate: the file is emptied and written again, shorter.
-	writeFile(t, p, lineSocket)
+	testenv.WriteFile(t, p, lineSocket)
 	c.poll()
 	wantCounts(t, c, 4, 0, 2)
 	// Truncated and grown past the old offset between two polls: the
 	// changed first bytes tell.
-	writeFile(t, p, "h:3:3 [0] NCCL INFO Using network IB\n"+strings.Repeat(lineIB, 3))
+	testenv.WriteFile(t, p, "h:3:3 [0] NCCL INFO Using network IB\n"+strings.Repeat(lineIB, 3))
 	c.poll()
 	wantCounts(t, c, 8, 0, 3)
 }
@@ -72,15 +74,15 @@ func TestNCCLFollowTruncation(t *testing.T) {
 func TestNCCLFollowRenameRotation(t *testing.T) {
 	dir, c := followDir(t, "*.log*")
 	p := filepath.Join(dir, "a.log")
-	writeFile(t, p, lineIB+lineIB)
+	testenv.WriteFile(t, p, lineIB+lineIB)
 	c.poll()
 	wantCounts(t, c, 2, 0, 1)
 	// logrotate renames; the writer keeps its descriptor and writes on.
 	if err := os.Rename(p, p+".1"); err != nil {
 		t.Fatal(err)
 	}
-	appendFile(t, p+".1", lineIB)
-	writeFile(t, p, lineSocket) // a new file at the old name
+	testenv.AppendFile(t, p+".1", lineIB)
+	testenv.WriteFile(t, p, lineSocket) // a new file at the old name
 	c.poll()
 	wantCounts(t, c, 4, 0, 2) // the renamed file is not read again from its start
 	if c.files() != 2 {
@@ -99,7 +101,7 @@ func TestNCCLFollowRenameRotation(t *testing.T) {
 func TestNCCLFollowDeletion(t *testing.T) {
 	dir, c := followDir(t, "*.log")
 	p := filepath.Join(dir, "a.log")
-	writeFile(t, p, lineIB+"h:1:1 [0] NCCL INFO Using")
+	testenv.WriteFile(t, p, lineIB+"h:1:1 [0] NCCL INFO Using")
 	c.poll()
 	os.Remove(p)
 	c.poll()
@@ -110,7 +112,7 @@ func TestNCCLFollowDeletion(t *testing.T) {
 	wantCounts(t, c, 1, 0, 1)
 	// A new file of the same name is read from its start, without the old
 	// partial line.
-	writeFile(t, p, " network Socket\n"+lineSocket)
+	testenv.WriteFile(t, p, " network Socket\n"+lineSocket)
 	c.poll()
 	wantCounts(t, c, 3, 1, 2)
 }
@@ -121,14 +123,14 @@ func TestNCCLFollowLongLines(t *testing.T) {
 	long := strings.Repeat("x", maxLine+1)
 	// a long line in one piece, one exactly at the limit, one that ends
 	// in a later chunk and a later poll, one spanning several read buffers
-	writeFile(t, p, long+"\n"+lineIB+strings.Repeat("y", maxLine)+"\n"+lineIB)
+	testenv.WriteFile(t, p, long+"\n"+lineIB+strings.Repeat("y", maxLine)+"\n"+lineIB)
 	c.poll()
 	wantCounts(t, c, 4, 2, 1)
-	appendFile(t, p, strings.Repeat("z", maxLine-10))
+	testenv.AppendFile(t, p, strings.Repeat("z", maxLine-10))
 	c.poll()
-	appendFile(t, p, strings.Repeat("z", 20))
+	testenv.AppendFile(t, p, strings.Repeat("z", 20))
 	c.poll()
-	appendFile(t, p, "\n"+lineSocket+strings.Repeat("w", 3*readBuf)+"\n"+lineIB)
+	testenv.AppendFile(t, p, "\n"+lineSocket+strings.Repeat("w", 3*readBuf)+"\n"+lineIB)
 	c.poll()
 	wantCounts(t, c, 8, 4, 2)
 	for _, f := range c.tailer.files {
@@ -143,15 +145,15 @@ func TestNCCLFollowGarbage(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	b := make([]byte, 2<<20)
 	r.Read(b)
-	writeFile(t, filepath.Join(dir, "random"), string(b))
+	testenv.WriteFile(t, filepath.Join(dir, "random"), string(b))
 	// garbage with NCCL-looking fragments
 	var sb strings.Builder
 	frags := []string{"NCCL ", "INFO ", "WARN ", "[0] ", ":", "h:1:2 ", " via ", "NET/", "Using network ", "\n", "\x00", "\xff", "[", "]", "Channel ", " -> "}
 	for range 200000 {
 		sb.WriteString(frags[r.Intn(len(frags))])
 	}
-	writeFile(t, filepath.Join(dir, "frags"), sb.String())
-	writeFile(t, filepath.Join(dir, "empty"), "")
+	testenv.WriteFile(t, filepath.Join(dir, "frags"), sb.String())
+	testenv.WriteFile(t, filepath.Join(dir, "empty"), "")
 	c.poll()
 	if c.lines() == 0 || c.unparsed() == 0 {
 		t.Errorf("lines %v unparsed %v", c.lines(), c.unparsed())
@@ -161,14 +163,14 @@ func TestNCCLFollowGarbage(t *testing.T) {
 func TestNCCLFollowManyFiles(t *testing.T) {
 	dir := t.TempDir()
 	for i := range 300 {
-		writeFile(t, filepath.Join(dir, fmt.Sprintf("h.%d.log", i)), fmt.Sprintf("h:%d:1 [0] NCCL INFO Using network IB\n", i+1))
+		testenv.WriteFile(t, filepath.Join(dir, fmt.Sprintf("h.%d.log", i)), fmt.Sprintf("h:%d:1 [0] NCCL INFO Using network IB\n", i+1))
 	}
 	fds := openFDs(t)
 	c := newTestNCCL(t, testOpts{LogPaths: []string{filepath.Join(dir, "*.log")}, MaxProcesses: 1000})
 	c.poll()
 	wantCounts(t, c, 300, 0, 300)
 	for i := range 300 {
-		appendFile(t, filepath.Join(dir, fmt.Sprintf("h.%d.log", i)), fmt.Sprintf("h:%d:1 [0] NCCL WARN x\n", i+1))
+		testenv.AppendFile(t, filepath.Join(dir, fmt.Sprintf("h.%d.log", i)), fmt.Sprintf("h:%d:1 [0] NCCL WARN x\n", i+1))
 	}
 	c.poll()
 	wantCounts(t, c, 600, 0, 300)
@@ -194,7 +196,7 @@ func openFDs(t *testing.T) int {
 func TestNCCLFollowSameFileTwice(t *testing.T) {
 	dir, c := followDir(t, "*.log", "a.*")
 	p := filepath.Join(dir, "a.log")
-	writeFile(t, p, lineIB)
+	testenv.WriteFile(t, p, lineIB)
 	if err := os.Link(p, filepath.Join(dir, "b.log")); err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +214,7 @@ func TestNCCLFollowLargeFile(t *testing.T) {
 		sb.WriteString(body)
 		n += strings.Count(body, "\n")
 	}
-	writeFile(t, filepath.Join(dir, "big.log"), sb.String())
+	testenv.WriteFile(t, filepath.Join(dir, "big.log"), sb.String())
 	c.poll()
 	if c.lines() != float64(n) || c.bytes() != float64(sb.Len()) || c.backlog() != 0 {
 		t.Errorf("lines %v bytes %v backlog %v, want %d %d 0", c.lines(), c.bytes(), c.backlog(), n, sb.Len())
@@ -271,7 +273,7 @@ func BenchmarkNCCLFollowFile(b *testing.B) {
 		sb.WriteString(body)
 	}
 	path := filepath.Join(b.TempDir(), "nccl.log")
-	writeFile(b, path, sb.String())
+	testenv.WriteFile(b, path, sb.String())
 	b.SetBytes(int64(sb.Len()))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -289,7 +291,7 @@ func TestNCCLGarbageFlood(t *testing.T) {
 		t.Skip("-short: writes 1 GiB")
 	}
 	dir, c := followDir(t, "*.log")
-	writeFile(t, filepath.Join(dir, "good.log"), "node1:42:42 [0] NCCL INFO Using network IB\nnode1:42:50 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA\n")
+	testenv.WriteFile(t, filepath.Join(dir, "good.log"), "node1:42:42 [0] NCCL INFO Using network IB\nnode1:42:50 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA\n")
 	f, err := os.Create(filepath.Join(dir, "flood.log"))
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 // The fixtures are the collector's (the demo and the end-to-end test
@@ -348,30 +350,11 @@ func TestNCCLFixturesMatchSamples(t *testing.T) {
 	}
 }
 
-func writeFile(t testing.TB, path, s string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func appendFile(t testing.TB, path, s string) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(s); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // scanText feeds text as one log file and returns the summary.
 func scanText(t *testing.T, text string) (*testNCCL, map[string]ncclProcSummary) {
 	t.Helper()
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "a.log"), text)
+	testenv.WriteFile(t, filepath.Join(dir, "a.log"), text)
 	c := newTestNCCL(t, testOpts{LogPaths: []string{filepath.Join(dir, "*.log")}})
 	c.poll()
 	return c, c.summary()
@@ -539,7 +522,7 @@ func TestNCCLMaxProcesses(t *testing.T) {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 5 {
 		p := filepath.Join(dir, fmt.Sprintf("h.%d.log", i))
-		writeFile(t, p, fmt.Sprintf("h:%d:1 [0] NCCL INFO Using network IB\n", 100+i))
+		testenv.WriteFile(t, p, fmt.Sprintf("h:%d:1 [0] NCCL INFO Using network IB\n", 100+i))
 		os.Chtimes(p, base, base.Add(time.Duration(i)*time.Hour))
 	}
 	c := newTestNCCL(t, testOpts{LogPaths: []string{filepath.Join(dir, "*.log")}, MaxProcesses: 3})
@@ -554,7 +537,7 @@ func TestNCCLMaxProcesses(t *testing.T) {
 		}
 	}
 	// A new line of an evicted process brings it back, evicting the oldest.
-	appendFile(t, filepath.Join(dir, "h.0.log"), "h:100:1 [0] NCCL INFO Using network Socket\n")
+	testenv.AppendFile(t, filepath.Join(dir, "h.0.log"), "h:100:1 [0] NCCL INFO Using network Socket\n")
 	os.Chtimes(filepath.Join(dir, "h.0.log"), base, base.Add(10*time.Hour))
 	c.poll()
 	got = c.summary()
@@ -582,7 +565,7 @@ func TestNCCLRetention(t *testing.T) {
 	}
 	for name, l := range lines {
 		p := filepath.Join(dir, name+".log")
-		writeFile(t, p, l)
+		testenv.WriteFile(t, p, l)
 		mt := old
 		if name == "local-fresh" {
 			mt = now.Add(-time.Hour)

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/go-kit/log"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 const fixtureNCCLVersions = fixtureNCCL + "/versions"
@@ -334,11 +336,11 @@ func TestNCCLClassificationEvidenceLog(t *testing.T) {
 	// Cut the file in the middle of the "Using network Socket" line of
 	// 38001: the first poll reads a partial line.
 	cut := bytes.Index(src, []byte("NCCL INFO Using network Socket")) + 12
-	writeFile(t, path, string(src[:cut]))
+	testenv.WriteFile(t, path, string(src[:cut]))
 	var buf bytes.Buffer
 	c := newTestNCCL(t, testOpts{LogPaths: []string{path}, Hostname: "h", Logger: log.NewLogfmtLogger(log.NewSyncWriter(&buf))})
 	c.poll()
-	appendFile(t, path, string(src[cut:]))
+	testenv.AppendFile(t, path, string(src[cut:]))
 	c.poll()
 
 	type entry struct {

@@ -7,28 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
-
-func mustWrite(t testing.TB, p, s string) {
-	t.Helper()
-	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// mustWriteInPlace rewrites p without replacing its inode (a sysfs value
-// that changes under an open file).
-func mustWriteInPlace(t testing.TB, p, s string) {
-	t.Helper()
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(s); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func TestParseSysfsUint(t *testing.T) {
 	for _, tc := range []struct {
@@ -91,13 +72,13 @@ func TestSanitizeName(t *testing.T) {
 func TestSysReaderKeepsFilesOpen(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "x")
-	mustWrite(t, p, "1\n")
+	testenv.WriteFile(t, p, "1\n")
 	r := NewReader()
 	defer r.Close()
 	var buf [64]byte
 	for i, want := range []string{"1", "22"} {
 		if i == 1 {
-			mustWriteInPlace(t, p, "22\n")
+			testenv.RewriteFile(t, p, "22\n")
 		}
 		b, err := r.Read(p, buf[:])
 		if err != nil || string(b) != want {
@@ -115,14 +96,14 @@ func TestSysReaderKeepsFilesOpen(t *testing.T) {
 		t.Errorf("read of a removed file = %v, want a 'gone' error", err)
 	}
 	// Values longer than the buffer are an error, not a truncated value.
-	mustWrite(t, p, strings.Repeat("9", 100))
+	testenv.WriteFile(t, p, strings.Repeat("9", 100))
 	if _, err := r.Read(p, buf[:]); err == nil {
 		t.Error("oversized value read without error")
 	}
 	// The budget of open files is respected.
 	r.maxOpen = 0
 	r.ForgetPrefix(dir)
-	mustWrite(t, p, "5")
+	testenv.WriteFile(t, p, "5")
 	if _, err := r.Read(p, buf[:]); err != nil || r.OpenCount() != 0 {
 		t.Errorf("read over budget: err %v, open %d", err, r.OpenCount())
 	}
