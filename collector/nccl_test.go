@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 	"github.com/fabric-exporter/fabric_exporter/internal/nccl"
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
@@ -92,19 +93,11 @@ func TestNCCLBadOptions(t *testing.T) {
 // three provenance lines.
 func ncclSampleBody(t testing.TB) string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(fixtureNCCL, "*.log"))
-	var sb strings.Builder
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines := strings.SplitAfter(string(b), "\n")
-		for _, l := range lines[3:] {
-			sb.WriteString(l)
-		}
+	body, err := fixturetree.NCCLSampleBody(fixtureNCCL)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return sb.String()
+	return body
 }
 
 // TestNCCLBackgroundFollower: the constructor starts the follower, Close

@@ -1,5 +1,6 @@
 // Package fixturetree copies the bundled sysfs fixture and scales it to
-// N HCAs, for benchmarks and load tests.
+// N HCAs, for benchmarks and load tests; it also reads the NCCL log
+// fixtures into one body (NCCLSampleBody).
 package fixturetree
 
 import (
@@ -213,4 +214,27 @@ func Procs(src, dst string, n, mapsLines int) ([]int, error) {
 		pids = append(pids, pid)
 	}
 	return pids, nil
+}
+
+// NCCLSampleBody returns the lines of every NCCL log fixture in dir
+// (collector/fixtures/nccl: real samples, each headed by three provenance
+// lines, which are left out), for tests and benchmarks that need a large
+// realistic log.
+func NCCLSampleBody(dir string) (string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil || len(files) == 0 {
+		return "", fmt.Errorf("no NCCL log fixtures in %s: %v", dir, err)
+	}
+	var sb strings.Builder
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		lines := strings.SplitAfter(string(b), "\n")
+		for _, l := range lines[min(3, len(lines)):] {
+			sb.WriteString(l)
+		}
+	}
+	return sb.String(), nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
@@ -225,19 +226,11 @@ func TestNCCLFollowLargeFile(t *testing.T) {
 // three provenance lines.
 func ncclSampleBody(t testing.TB) string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(fixtureNCCL, "*.log"))
-	var sb strings.Builder
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines := strings.SplitAfter(string(b), "\n")
-		for _, l := range lines[3:] {
-			sb.WriteString(l)
-		}
+	body, err := fixturetree.NCCLSampleBody(fixtureNCCL)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return sb.String()
+	return body
 }
 
 // BenchmarkNCCLParse: splitting, parsing and recording the real sample
