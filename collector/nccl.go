@@ -42,19 +42,9 @@ type NCCLOptions struct {
 func ncclFlags(app *kingpin.Application, o *Options) {
 	app.Flag("collector.nccl.log-path", "Glob of NCCL log files (NCCL_DEBUG=INFO output, e.g. NCCL_DEBUG_FILE=/var/log/nccl/%h.%p.log); repeatable. Files are read from their start and followed. Without it the collector reports no data.").PlaceHolder("GLOB").StringsVar(&o.NCCL.LogPaths)
 	app.Flag("collector.nccl.poll-interval", "How often the NCCL log files are checked for new lines.").Default("1s").
-		Action(func(*kingpin.ParseContext) error {
-			if o.NCCL.PollInterval < ncclMinPollInterval {
-				return fmt.Errorf("--collector.nccl.poll-interval %s: must be at least %s", o.NCCL.PollInterval, ncclMinPollInterval)
-			}
-			return nil
-		}).DurationVar(&o.NCCL.PollInterval)
+		Action(atLeastDuration("collector.nccl.poll-interval", &o.NCCL.PollInterval, ncclMinPollInterval)).DurationVar(&o.NCCL.PollInterval)
 	app.Flag("collector.nccl.max-processes", "Most NCCL processes (host, pid) tracked; beyond it the one whose log was written longest ago is dropped.").Default("256").
-		Action(func(*kingpin.ParseContext) error {
-			if o.NCCL.MaxProcesses < 1 {
-				return fmt.Errorf("--collector.nccl.max-processes %d: must be at least 1", o.NCCL.MaxProcesses)
-			}
-			return nil
-		}).IntVar(&o.NCCL.MaxProcesses)
+		Action(atLeastInt("collector.nccl.max-processes", &o.NCCL.MaxProcesses, 1)).IntVar(&o.NCCL.MaxProcesses)
 	app.Flag("collector.nccl.retention", "Forget an NCCL process whose log got no line for this long, unless it runs on this host and its PID is alive. 0 keeps processes until max-processes pushes them out.").Default("24h").DurationVar(&o.NCCL.Retention)
 	app.Flag("collector.nccl.hostname", "The host name NCCL writes for processes of this machine (default: the exporter's host name); their PIDs are checked under --path.procfs.").PlaceHolder("NAME").StringVar(&o.NCCL.Hostname)
 }

@@ -56,19 +56,9 @@ type NCCLInspectorOptions struct {
 func ncclInspectorFlags(app *kingpin.Application, o *Options) {
 	app.Flag("collector.nccl-inspector.dump-dir", "The NCCL Inspector's output directory (NCCL_INSPECTOR_DUMP_DIR of the NCCL processes; JSON or NCCL_INSPECTOR_PROM_DUMP=1 mode). Without it the collector is not configured.").PlaceHolder("DIR").StringVar(&o.NCCLInspector.DumpDir)
 	app.Flag("collector.nccl-inspector.poll-interval", "How often the Inspector's directory is checked for new output.").Default("1s").
-		Action(func(*kingpin.ParseContext) error {
-			if o.NCCLInspector.PollInterval < ncclMinPollInterval {
-				return fmt.Errorf("--collector.nccl-inspector.poll-interval %s: must be at least %s", o.NCCLInspector.PollInterval, ncclMinPollInterval)
-			}
-			return nil
-		}).DurationVar(&o.NCCLInspector.PollInterval)
+		Action(atLeastDuration("collector.nccl-inspector.poll-interval", &o.NCCLInspector.PollInterval, ncclMinPollInterval)).DurationVar(&o.NCCLInspector.PollInterval)
 	app.Flag("collector.nccl-inspector.max-communicators", "Most communicators (host, pid, comm) tracked from JSON files, and most .prom files read; beyond it the one updated longest ago is dropped.").Default("64").
-		Action(func(*kingpin.ParseContext) error {
-			if o.NCCLInspector.MaxCommunicators < 1 {
-				return fmt.Errorf("--collector.nccl-inspector.max-communicators %d: must be at least 1", o.NCCLInspector.MaxCommunicators)
-			}
-			return nil
-		}).IntVar(&o.NCCLInspector.MaxCommunicators)
+		Action(atLeastInt("collector.nccl-inspector.max-communicators", &o.NCCLInspector.MaxCommunicators, 1)).IntVar(&o.NCCLInspector.MaxCommunicators)
 	app.Flag("collector.nccl-inspector.retention", "Forget a communicator with no new operation, and ignore a .prom file not rewritten, for this long (the plugin leaves both behind when a process dies). 0 keeps them.").Default("1h").DurationVar(&o.NCCLInspector.Retention)
 }
 

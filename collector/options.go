@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 )
@@ -130,4 +131,26 @@ func (o *OnceLogger) Clear(key string) bool {
 	o.n.Store(int64(len(o.seen)))
 	o.mu.Unlock()
 	return had
+}
+
+// atLeastDuration and atLeastInt are flag actions that refuse a value
+// below min when the flags are parsed. The constructors read 0 as "the
+// default" (Options built in code), so without them --flag=0 would
+// silently mean the default.
+func atLeastDuration(flag string, v *time.Duration, min time.Duration) kingpin.Action {
+	return func(*kingpin.ParseContext) error {
+		if *v < min {
+			return fmt.Errorf("--%s %s: must be at least %s", flag, *v, min)
+		}
+		return nil
+	}
+}
+
+func atLeastInt(flag string, v *int, min int) kingpin.Action {
+	return func(*kingpin.ParseContext) error {
+		if *v < min {
+			return fmt.Errorf("--%s %d: must be at least %d", flag, *v, min)
+		}
+		return nil
+	}
 }
