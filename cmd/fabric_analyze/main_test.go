@@ -41,13 +41,7 @@ func TestMain(m *testing.M) {
 
 func runBinary(t *testing.T, args ...string) (out string, code int) {
 	t.Helper()
-	b, err := exec.Command(binary, args...).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return string(b), ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return string(b), 0
+	return testenv.Run(t, binary, args...)
 }
 
 func TestHelp(t *testing.T) {

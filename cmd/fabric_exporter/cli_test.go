@@ -4,19 +4,15 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
 // These tests run the built binary: its commands, and what it links.
 
 func runBinary(t *testing.T, args ...string) (out string, code int) {
 	t.Helper()
-	b, err := exec.Command(binary, args...).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return string(b), ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return string(b), 0
+	return testenv.Run(t, binary, args...)
 }
 
 func TestHelpListsFlags(t *testing.T) {

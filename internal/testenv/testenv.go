@@ -123,3 +123,16 @@ func AppendFile(t testing.TB, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// Run runs a built binary with args and returns its combined output and
+// exit code; it fails the test only when the binary could not be run.
+func Run(t testing.TB, binary string, args ...string) (out string, code int) {
+	t.Helper()
+	b, err := exec.Command(binary, args...).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(b), ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), 0
+}
