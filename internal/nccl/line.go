@@ -61,14 +61,7 @@ var (
 	cudaWord         = []byte("cuda")
 )
 
-// parseLine classifies one line (without its '\n').
-func parseLine(line []byte) logLine {
-	var l logLine
-	parseLineTo(line, &l)
-	return l
-}
-
-// parseLineTo is parseLine writing into l.
+// parseLineTo classifies one line (without its '\n') into l.
 func parseLineTo(line []byte, l *logLine) {
 	line = trimRightSpace(line)
 	if parsePlain(line, l) {

@@ -144,15 +144,8 @@ var (
 	transportSHM    = []byte("SHM")
 )
 
-// classify extracts the fact an INFO message carries, if any.
-func classify(msg []byte) event {
-	var ev event
-	classifyTo(msg, &ev)
-	return ev
-}
-
-// classifyTo is classify writing into ev (the
-// Tracker reuses one event: no copies of the struct per line).
+// classifyTo extracts the fact an INFO message carries, if any, into ev
+// (the Tracker reuses one event: no copies of the struct per line).
 func classifyTo(msg []byte, ev *event) {
 	ev.kind = evNone
 	if len(msg) == 0 {
