@@ -3,7 +3,6 @@
 package collector
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -196,9 +195,9 @@ func NewExporter(enabled []string, o *Options, logger log.Logger) (*Exporter, er
 	var gpus GPUInventory
 	built := make(map[string]*namedCollector, len(names))
 	order := slices.Clone(names)
-	slices.SortStableFunc(order, func(a, b string) int {
-		return cmp.Compare(b2i(!slices.Contains(producers, a)), b2i(!slices.Contains(producers, b)))
-	})
+	if i := slices.Index(order, gpuProducer); i > 0 {
+		order = slices.Insert(slices.Delete(order, i, i+1), 0, gpuProducer)
+	}
 	for _, name := range order {
 		spec, ok := SpecByName(name)
 		if !ok {
@@ -214,7 +213,7 @@ func NewExporter(enabled []string, o *Options, logger log.Logger) (*Exporter, er
 		}
 		nc.c = c
 		built[name] = nc
-		if inv, ok := c.(GPUInventory); ok && name == "gpu" {
+		if inv, ok := c.(GPUInventory); ok && name == gpuProducer {
 			gpus = inv
 		}
 	}
@@ -224,16 +223,9 @@ func NewExporter(enabled []string, o *Options, logger log.Logger) (*Exporter, er
 	return e, nil
 }
 
-// producers are the collectors whose output other collectors consume
-// (Env.GPUs); NewExporter builds them first.
-var producers = []string{"gpu"}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
+// gpuProducer is the collector whose output others consume (Env.GPUs);
+// NewExporter builds it first.
+const gpuProducer = "gpu"
 
 // closeBuilt stops the background work of collectors built before a later
 // constructor failed.
