@@ -111,7 +111,7 @@ func TestTextMatchesClientGolang(t *testing.T) {
 	}
 	for _, s := range Specs() {
 		if want := fmt.Sprintf(`fabric_collector_state_info{collector=%q,reason="",state="ok"} 1`, s.Name); !strings.Contains(buf.String(), want) {
-			t.Errorf("collector %s is not ok on the fixtures, so its output is not compared:\n%s", s.Name, grepText(buf.String(), "fabric_collector_state_info"))
+			t.Errorf("collector %s is not ok on the fixtures, so its output is not compared:\n%s", s.Name, strings.Join(grepLines(buf.String(), "fabric_collector_state_info"), "\n"))
 		}
 	}
 	reg := prometheus.NewPedanticRegistry()
@@ -167,14 +167,4 @@ func TestTextMatchesClientGolang(t *testing.T) {
 			t.Errorf("no fabric_%s_* family compared", p)
 		}
 	}
-}
-
-func grepText(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
