@@ -68,7 +68,11 @@ func cpuTicks(pid int) (float64, error) {
 	return u + st, nil
 }
 
-const repeats = 5
+// repeats is how often each rule and query is evaluated (-repeats).
+var repeats = 5
+
+// costQueries: also measure the dashboard queries (-cost-queries).
+var costQueries = true
 
 // measureCost stops scraping and rule evaluation (a reload with an empty
 // config), then evaluates every rule of every -cost file and every dashboard
@@ -102,8 +106,8 @@ func measureCost(p *prom, pid int, cfgPath string, n int, interval time.Duration
 		}
 		wall = time.Since(t0).Seconds()
 		c1, _ := cpuTicks(pid)
-		cpu = math.Max(0, ((c1-c0)/100-idle*wall)/repeats)
-		return cpu, wall / repeats, series, nil
+		cpu = math.Max(0, ((c1-c0)/100-idle*wall)/float64(repeats))
+		return cpu, wall / float64(repeats), series, nil
 	}
 	var out []fileCost
 	for _, file := range costFiles {
@@ -156,7 +160,11 @@ func measureCost(p *prom, pid int, cfgPath string, n int, interval time.Duration
 	var qc []queryCost
 	one := dashboards.DefaultValues()
 	one["instance"] = fmt.Sprintf("node%04d", n-1)
-	for _, q := range dashboards.Queries() {
+	qs := dashboards.Queries()
+	if !costQueries {
+		qs = nil
+	}
+	for _, q := range qs {
 		for _, scope := range []string{"all", "one"} {
 			e := q.Expr
 			if scope == "one" {

@@ -64,7 +64,11 @@ func main() {
 		keep      = flag.Bool("keep", false, "keep the work directory")
 		railLabel = flag.Bool("rail-label", false, "what-if: add the rail label to every per-port and per-netdev series of the template (as the exporter could) and drop the rail joins from the rules (a copy of -rules)")
 		costRules = flag.String("cost", "", "comma-separated rules files: after the warm-up, stop scraping and rule evaluation and measure Prometheus's CPU time for every rule of each file, and for every dashboard query, at one instant (robust on a loaded machine, unlike wall times); skips the measured window")
-		dump      = flag.String("dump", "", "write the node template (the exporter's output) to this file and exit")
+	)
+	flag.IntVar(&repeats, "repeats", repeats, "with -cost: evaluations of each rule and dashboard query (their CPU time is averaged; more repeats, less noise from the garbage collector)")
+	flag.BoolVar(&costQueries, "cost-queries", costQueries, "with -cost: also measure every dashboard query")
+	var (
+		dump = flag.String("dump", "", "write the node template (the exporter's output) to this file and exit")
 	)
 	flag.Parse()
 	if *costRules != "" {
