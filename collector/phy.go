@@ -169,20 +169,23 @@ func (c *phyCollector) Close() {
 	}
 }
 
-func (c *phyCollector) railNetdevs(ctx context.Context) []string {
+// railNetdevs returns the netdevs of the present rails, sorted, and the
+// rails they came from.
+func (c *phyCollector) railNetdevs(ctx context.Context) ([]string, []Rail) {
 	if c.opts.Rails == nil {
-		return nil
+		return nil, nil
 	}
 	seen := map[string]bool{}
 	var out []string
-	for _, r := range c.opts.Rails.Current(ctx) {
+	rails := c.opts.Rails.Current(ctx)
+	for _, r := range rails {
 		if r.Present && r.Netdev != "" && !seen[r.Netdev] {
 			seen[r.Netdev] = true
 			out = append(out, r.Netdev)
 		}
 	}
 	sort.Strings(out)
-	return out
+	return out, rails
 }
 
 type netdevPages struct {
@@ -196,7 +199,7 @@ func (n netdevPages) ReadEEPROM(offset, length uint32, page, bank uint8) ([]byte
 
 // refresh reads every rail netdev's module memory.
 func (c *phyCollector) refresh(ctx context.Context) {
-	netdevs := c.railNetdevs(ctx)
+	netdevs, _ := c.railNetdevs(ctx)
 	fresh := map[string]phyModule{}
 	for _, nd := range netdevs {
 		key := "phy-module:" + nd
@@ -232,14 +235,13 @@ func (c *phyCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	case <-time.After(phyFirstWait):
 	case <-ctx.Done():
 	}
-	netdevs := c.railNetdevs(ctx)
+	netdevs, rails := c.railNetdevs(ctx)
 	if len(netdevs) == 0 {
 		if err := sysfsRootError(c.opts.SysfsPath); err != nil {
 			return err
 		}
 		return noHardware("no rail netdev")
 	}
-	rails := c.opts.Rails.Current(ctx) // this scrape's, as railNetdevs saw them
 	var errs []error
 	for _, nd := range netdevs {
 		f, err := c.src.FEC(nd)
