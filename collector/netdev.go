@@ -68,6 +68,9 @@ type netIf struct {
 	stats               []counterFile
 	up, speed           *exposition.Series
 	operPath, speedPath string
+	// rail is the rail label the series were bound with ("" for none);
+	// they are bound again when the interface's rail changes.
+	rail string
 }
 
 // NetdevOptions configures the netdev collector.
@@ -92,11 +95,11 @@ func newNetdevCollector(env Env, o *Options) (Collector, error) {
 		info: env.Families.NewFamily("fabric_netdev_info",
 			"Network interface metadata; rail is \"\" when the interface carries no rail, numa_node \"\" when unknown.",
 			prometheus.GaugeValue, "netdev", "operstate", "driver", "pci_bus_id", "numa_node", "rail"),
-		up:    env.Families.NewFamily("fabric_netdev_up", "1 if the interface's operstate is up, else 0.", prometheus.GaugeValue, "netdev"),
-		speed: env.Families.NewFamily("fabric_netdev_speed_bytes_per_second", "Link speed in bytes per second (absent while the link is down).", prometheus.GaugeValue, "netdev"),
+		up:    env.Families.NewFamily("fabric_netdev_up", "1 if the interface's operstate is up, else 0.", prometheus.GaugeValue, "netdev", "rail"),
+		speed: env.Families.NewFamily("fabric_netdev_speed_bytes_per_second", "Link speed in bytes per second (absent while the link is down).", prometheus.GaugeValue, "netdev", "rail"),
 	}
 	for file, s := range netdevStats {
-		c.fams[file] = env.Families.NewFamily("fabric_netdev_"+s.name, s.help, prometheus.CounterValue, "netdev")
+		c.fams[file] = env.Families.NewFamily("fabric_netdev_"+s.name, s.help, prometheus.CounterValue, "netdev", "rail")
 	}
 	return c, nil
 }
@@ -117,8 +120,8 @@ func (c *netdevCollector) Update(ctx context.Context, b *exposition.Batch) error
 	}
 	seen := make(map[string]bool, len(names))
 	for _, name := range names {
-		ifc, _ := c.ifs.Get(name, func(dir string) (*netIf, error) { return c.scanIface(name, dir), nil })
 		rail := railOfNetdev(rails, name)
+		ifc, _ := c.ifs.Get(name, func(dir string) (*netIf, error) { return c.scanIface(name, dir, rail), nil })
 		f := c.filter
 		if rail == "" {
 			if f.HasInclude() {
@@ -140,8 +143,8 @@ func (c *netdevCollector) Update(ctx context.Context, b *exposition.Batch) error
 
 // scanIface reads an interface's static attributes and lists its
 // statistics files, once per registration (and rename).
-func (c *netdevCollector) scanIface(name, dir string) *netIf {
-	ifc := &netIf{name: name, dir: dir, up: c.up.With(name), speed: c.speed.With(name),
+func (c *netdevCollector) scanIface(name, dir, rail string) *netIf {
+	ifc := &netIf{name: name, dir: dir, rail: rail, up: c.up.With(name, rail), speed: c.speed.With(name, rail),
 		operPath: filepath.Join(dir, "operstate"), speedPath: filepath.Join(dir, "speed")}
 	if _, err := os.Lstat(filepath.Join(dir, "device")); err == nil {
 		ifc.physical = true
@@ -168,7 +171,7 @@ func (c *netdevCollector) scanIface(name, dir string) *netIf {
 	}
 	for _, f := range files {
 		if fam, ok := c.fams[f]; ok {
-			ifc.stats = append(ifc.stats, counterFile{path: filepath.Join(dir, "statistics", f), series: fam.With(name), scale: 1})
+			ifc.stats = append(ifc.stats, counterFile{path: filepath.Join(dir, "statistics", f), series: fam.With(name, rail), scale: 1})
 		}
 	}
 	return ifc
@@ -176,6 +179,9 @@ func (c *netdevCollector) scanIface(name, dir string) *netIf {
 
 // collectIface sends one interface's metrics; false means it vanished.
 func (c *netdevCollector) collectIface(ifc *netIf, rail string, b *exposition.Batch) bool {
+	if rail != ifc.rail {
+		c.rebind(ifc, rail)
+	}
 	oper, err := c.reader.ReadString(ifc.operPath)
 	if err != nil {
 		if sysfs.IsGone(err) {
@@ -201,4 +207,16 @@ func (c *netdevCollector) collectIface(ifc *netIf, rail string, b *exposition.Ba
 		return false
 	}
 	return true
+}
+
+// rebind binds an interface's cached series to a new rail label: a netdev
+// becomes a rail's (or stops being one) when an RDMA port's netdev appears,
+// changes or goes away, without the interface itself being re-registered.
+func (c *netdevCollector) rebind(ifc *netIf, rail string) {
+	ifc.rail = rail
+	ifc.up = c.up.With(ifc.name, rail)
+	ifc.speed = c.speed.With(ifc.name, rail)
+	for i := range ifc.stats {
+		ifc.stats[i].series = ifc.stats[i].series.Family().With(ifc.name, rail)
+	}
 }

@@ -140,7 +140,7 @@ func newPFCCollector(env Env, o *Options) (Collector, error) {
 		if name == "fabric_pfc_priority_enabled" {
 			typ = prometheus.GaugeValue
 		}
-		return env.Families.NewFamily(name, help, typ, append([]string{"netdev"}, labels...)...)
+		return env.Families.NewFamily(name, help, typ, append(append([]string{"netdev"}, labels...), "rail")...)
 	}
 	return &pfcCollector{
 		env: env, opts: o, ethtool: src,
@@ -166,7 +166,8 @@ func (c *pfcCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	}
 	seen := map[string]bool{}
 	var netdevs []string
-	for _, r := range c.opts.Rails.Current(ctx) {
+	rails := c.opts.Rails.Current(ctx)
+	for _, r := range rails {
 		if r.Present && r.Netdev != "" && !seen[r.Netdev] {
 			seen[r.Netdev] = true
 			netdevs = append(netdevs, r.Netdev)
@@ -189,7 +190,7 @@ func (c *pfcCollector) Update(ctx context.Context, b *exposition.Batch) error {
 			continue
 		}
 		c.env.Once.Clear("ethtool:" + nd)
-		c.emit(nd, stats, b)
+		c.emit(nd, railOfNetdev(rails, nd), stats, b)
 	}
 	if len(errs) == len(netdevs) {
 		err := errors.Join(errs...)
@@ -211,7 +212,8 @@ func allUnsupported(errs []error) bool {
 }
 
 // emit turns one interface's statistics into metrics.
-func (c *pfcCollector) emit(nd string, stats map[string]uint64, b *exposition.Batch) {
+// rail is the rail label of the interface.
+func (c *pfcCollector) emit(nd, rail string, stats map[string]uint64, b *exposition.Batch) {
 	var vport [2]float64 // rx, tx
 	var vportSeen [2]bool
 	var prioStats, pfcOn [8]bool
@@ -227,25 +229,25 @@ func (c *pfcCollector) emit(nd string, stats map[string]uint64, b *exposition.Ba
 		v := float64(stats[name]) * s.scale
 		switch s.kind {
 		case pfcPauseFrames:
-			b.AddWith(c.pauseFrames, v, nd, s.direction, s.priority)
+			b.AddWith(c.pauseFrames, v, nd, s.direction, s.priority, rail)
 			if s.priority != "global" {
 				p, _ := strconv.Atoi(s.priority)
 				pfcOn[p] = true
 			}
 		case pfcPauseDuration:
-			b.AddWith(c.pauseDuration, v, nd, s.direction, s.priority)
+			b.AddWith(c.pauseDuration, v, nd, s.direction, s.priority, rail)
 		case pfcPauseTransitions:
-			b.AddWith(c.pauseTransitions, v, nd, s.priority)
+			b.AddWith(c.pauseTransitions, v, nd, s.priority, rail)
 		case pfcStorm:
-			b.AddWith(c.storms, v, nd, s.severity)
+			b.AddWith(c.storms, v, nd, s.severity, rail)
 		case pfcPauseCtrl:
-			b.AddWith(c.pauseCtrl, v, nd, s.direction)
+			b.AddWith(c.pauseCtrl, v, nd, s.direction, rail)
 		case pfcPhyDiscards:
-			b.AddWith(c.phyDiscards, v, nd, s.direction)
+			b.AddWith(c.phyDiscards, v, nd, s.direction, rail)
 		case pfcOutOfBuffer:
-			b.AddWith(c.outOfBuffer, v, nd)
+			b.AddWith(c.outOfBuffer, v, nd, rail)
 		case pfcLinkDown:
-			b.AddWith(c.linkDown, v, nd)
+			b.AddWith(c.linkDown, v, nd, rail)
 		case pfcVportRDMA:
 			i := 0
 			if s.direction == "tx" {
@@ -257,16 +259,16 @@ func (c *pfcCollector) emit(nd string, stats map[string]uint64, b *exposition.Ba
 			p, _ := strconv.Atoi(s.priority)
 			prioStats[p] = true
 		case pfcPhyCorrectedBits:
-			b.AddWith(c.phyCorrectedBits, v, nd)
+			b.AddWith(c.phyCorrectedBits, v, nd, rail)
 		case pfcPhyRawErrors:
-			b.AddWith(c.phyRawErrors, v, nd, s.lane)
+			b.AddWith(c.phyRawErrors, v, nd, s.lane, rail)
 		case pfcPhySymbolErrors:
-			b.AddWith(c.phySymbolErrors, v, nd)
+			b.AddWith(c.phySymbolErrors, v, nd, rail)
 		}
 	}
 	for i, dir := range []string{"rx", "tx"} {
 		if vportSeen[i] {
-			b.AddWith(c.vportRDMA, vport[i], nd, dir)
+			b.AddWith(c.vportRDMA, vport[i], nd, dir, rail)
 		}
 	}
 	perPrio := false
@@ -275,7 +277,7 @@ func (c *pfcCollector) emit(nd string, stats map[string]uint64, b *exposition.Ba
 	}
 	if perPrio {
 		for p := range 8 {
-			b.AddWith(c.prioEnabled, b2f(pfcOn[p]), nd, strconv.Itoa(p))
+			b.AddWith(c.prioEnabled, b2f(pfcOn[p]), nd, strconv.Itoa(p), rail)
 		}
 	}
 }

@@ -28,46 +28,46 @@ func TestPFCFixture(t *testing.T) {
 	compare(t, c, `
 # HELP fabric_pfc_pause_duration_seconds_total Time spent paused by direction and priority (ethtool *_pause_duration in microseconds / 1e6); its rate is the paused fraction of time.
 # TYPE fabric_pfc_pause_duration_seconds_total counter
-fabric_pfc_pause_duration_seconds_total{direction="rx",netdev="eth0",priority="3"} 4.81576
-fabric_pfc_pause_duration_seconds_total{direction="rx",netdev="eth3",priority="3"} 392.49323999999996
-fabric_pfc_pause_duration_seconds_total{direction="tx",netdev="eth0",priority="3"} 3.52448
-fabric_pfc_pause_duration_seconds_total{direction="tx",netdev="eth3",priority="3"} 0.28004
+fabric_pfc_pause_duration_seconds_total{direction="rx",netdev="eth0",priority="3",rail="mlx5_0"} 4.81576
+fabric_pfc_pause_duration_seconds_total{direction="rx",netdev="eth3",priority="3",rail="mlx5_3"} 392.49323999999996
+fabric_pfc_pause_duration_seconds_total{direction="tx",netdev="eth0",priority="3",rail="mlx5_0"} 3.52448
+fabric_pfc_pause_duration_seconds_total{direction="tx",netdev="eth3",priority="3",rail="mlx5_3"} 0.28004
 # HELP fabric_pfc_pause_frames_total Pause frames by direction (rx: the peer paused this NIC; tx: this NIC paused the peer) and priority (0-7, or global for 802.3x pause); per-priority series exist only while PFC is enabled on that priority.
 # TYPE fabric_pfc_pause_frames_total counter
-fabric_pfc_pause_frames_total{direction="rx",netdev="eth0",priority="3"} 120394
-fabric_pfc_pause_frames_total{direction="rx",netdev="eth3",priority="3"} 9.812331e+06
-fabric_pfc_pause_frames_total{direction="tx",netdev="eth0",priority="3"} 88112
-fabric_pfc_pause_frames_total{direction="tx",netdev="eth3",priority="3"} 7001
+fabric_pfc_pause_frames_total{direction="rx",netdev="eth0",priority="3",rail="mlx5_0"} 120394
+fabric_pfc_pause_frames_total{direction="rx",netdev="eth3",priority="3",rail="mlx5_3"} 9.812331e+06
+fabric_pfc_pause_frames_total{direction="tx",netdev="eth0",priority="3",rail="mlx5_0"} 88112
+fabric_pfc_pause_frames_total{direction="tx",netdev="eth3",priority="3",rail="mlx5_3"} 7001
 # HELP fabric_pause_storm_events_total Pause storms the NIC detected: warning = it sent pauses for a long time, error = it stopped sending pauses (drops may have occurred).
 # TYPE fabric_pause_storm_events_total counter
-fabric_pause_storm_events_total{netdev="eth0",severity="error"} 0
-fabric_pause_storm_events_total{netdev="eth0",severity="warning"} 0
-fabric_pause_storm_events_total{netdev="eth3",severity="error"} 0
-fabric_pause_storm_events_total{netdev="eth3",severity="warning"} 2
+fabric_pause_storm_events_total{netdev="eth0",rail="mlx5_0",severity="error"} 0
+fabric_pause_storm_events_total{netdev="eth0",rail="mlx5_0",severity="warning"} 0
+fabric_pause_storm_events_total{netdev="eth3",rail="mlx5_3",severity="error"} 0
+fabric_pause_storm_events_total{netdev="eth3",rail="mlx5_3",severity="warning"} 2
 # HELP fabric_netdev_vport_rdma_bytes_total RoCE bytes the NIC counted on its vport (unicast + multicast): the NIC's own count of RDMA traffic, a cross-check for fabric_rdma_port_*_bytes_total.
 # TYPE fabric_netdev_vport_rdma_bytes_total counter
-fabric_netdev_vport_rdma_bytes_total{direction="rx",netdev="eth0"} 9.22159499729934e+14
-fabric_netdev_vport_rdma_bytes_total{direction="rx",netdev="eth3"} 8.20514751096998e+14
-fabric_netdev_vport_rdma_bytes_total{direction="tx",netdev="eth0"} 9.21770677727358e+14
-fabric_netdev_vport_rdma_bytes_total{direction="tx",netdev="eth3"} 9.21770677727358e+14
+fabric_netdev_vport_rdma_bytes_total{direction="rx",netdev="eth0",rail="mlx5_0"} 9.22159499729934e+14
+fabric_netdev_vport_rdma_bytes_total{direction="rx",netdev="eth3",rail="mlx5_3"} 8.20514751096998e+14
+fabric_netdev_vport_rdma_bytes_total{direction="tx",netdev="eth0",rail="mlx5_0"} 9.21770677727358e+14
+fabric_netdev_vport_rdma_bytes_total{direction="tx",netdev="eth3",rail="mlx5_3"} 9.21770677727358e+14
 # HELP fabric_pfc_priority_enabled 1 if PFC is enabled on the priority (its pause statistics exist), 0 if not; absent when the driver has no per-priority statistics.
 # TYPE fabric_pfc_priority_enabled gauge
-fabric_pfc_priority_enabled{netdev="eth0",priority="0"} 0
-fabric_pfc_priority_enabled{netdev="eth0",priority="1"} 0
-fabric_pfc_priority_enabled{netdev="eth0",priority="2"} 0
-fabric_pfc_priority_enabled{netdev="eth0",priority="3"} 1
-fabric_pfc_priority_enabled{netdev="eth0",priority="4"} 0
-fabric_pfc_priority_enabled{netdev="eth0",priority="5"} 0
-fabric_pfc_priority_enabled{netdev="eth0",priority="6"} 0
-fabric_pfc_priority_enabled{netdev="eth0",priority="7"} 0
-fabric_pfc_priority_enabled{netdev="eth3",priority="0"} 0
-fabric_pfc_priority_enabled{netdev="eth3",priority="1"} 0
-fabric_pfc_priority_enabled{netdev="eth3",priority="2"} 0
-fabric_pfc_priority_enabled{netdev="eth3",priority="3"} 1
-fabric_pfc_priority_enabled{netdev="eth3",priority="4"} 0
-fabric_pfc_priority_enabled{netdev="eth3",priority="5"} 0
-fabric_pfc_priority_enabled{netdev="eth3",priority="6"} 0
-fabric_pfc_priority_enabled{netdev="eth3",priority="7"} 0
+fabric_pfc_priority_enabled{netdev="eth0",priority="0",rail="mlx5_0"} 0
+fabric_pfc_priority_enabled{netdev="eth0",priority="1",rail="mlx5_0"} 0
+fabric_pfc_priority_enabled{netdev="eth0",priority="2",rail="mlx5_0"} 0
+fabric_pfc_priority_enabled{netdev="eth0",priority="3",rail="mlx5_0"} 1
+fabric_pfc_priority_enabled{netdev="eth0",priority="4",rail="mlx5_0"} 0
+fabric_pfc_priority_enabled{netdev="eth0",priority="5",rail="mlx5_0"} 0
+fabric_pfc_priority_enabled{netdev="eth0",priority="6",rail="mlx5_0"} 0
+fabric_pfc_priority_enabled{netdev="eth0",priority="7",rail="mlx5_0"} 0
+fabric_pfc_priority_enabled{netdev="eth3",priority="0",rail="mlx5_3"} 0
+fabric_pfc_priority_enabled{netdev="eth3",priority="1",rail="mlx5_3"} 0
+fabric_pfc_priority_enabled{netdev="eth3",priority="2",rail="mlx5_3"} 0
+fabric_pfc_priority_enabled{netdev="eth3",priority="3",rail="mlx5_3"} 1
+fabric_pfc_priority_enabled{netdev="eth3",priority="4",rail="mlx5_3"} 0
+fabric_pfc_priority_enabled{netdev="eth3",priority="5",rail="mlx5_3"} 0
+fabric_pfc_priority_enabled{netdev="eth3",priority="6",rail="mlx5_3"} 0
+fabric_pfc_priority_enabled{netdev="eth3",priority="7",rail="mlx5_3"} 0
 `, "fabric_pfc_pause_duration_seconds_total", "fabric_pfc_pause_frames_total", "fabric_pause_storm_events_total",
 		"fabric_netdev_vport_rdma_bytes_total", "fabric_pfc_priority_enabled")
 }
@@ -101,7 +101,7 @@ func TestPFCErrorIsolationAndReconfiguration(t *testing.T) {
 	compare(t, c, `
 # HELP fabric_pfc_pause_transitions_total Transitions between paused and unpaused for received pause (rx_*_pause_transition).
 # TYPE fabric_pfc_pause_transitions_total counter
-fabric_pfc_pause_transitions_total{netdev="eth0",priority="3"} 60197
+fabric_pfc_pause_transitions_total{netdev="eth0",priority="3",rail="mlx5_0"} 60197
 `, "fabric_pfc_pause_transitions_total")
 	if got := errs.Value(); got != 1 {
 		t.Errorf("read errors = %v, want 1", got)
@@ -113,17 +113,17 @@ fabric_pfc_pause_transitions_total{netdev="eth0",priority="3"} 60197
 	compare(t, c, `
 # HELP fabric_pfc_pause_transitions_total Transitions between paused and unpaused for received pause (rx_*_pause_transition).
 # TYPE fabric_pfc_pause_transitions_total counter
-fabric_pfc_pause_transitions_total{netdev="eth0",priority="5"} 4
+fabric_pfc_pause_transitions_total{netdev="eth0",priority="5",rail="mlx5_0"} 4
 # HELP fabric_pfc_priority_enabled 1 if PFC is enabled on the priority (its pause statistics exist), 0 if not; absent when the driver has no per-priority statistics.
 # TYPE fabric_pfc_priority_enabled gauge
-fabric_pfc_priority_enabled{netdev="eth0",priority="0"} 0
-fabric_pfc_priority_enabled{netdev="eth0",priority="1"} 0
-fabric_pfc_priority_enabled{netdev="eth0",priority="2"} 0
-fabric_pfc_priority_enabled{netdev="eth0",priority="3"} 0
-fabric_pfc_priority_enabled{netdev="eth0",priority="4"} 0
-fabric_pfc_priority_enabled{netdev="eth0",priority="5"} 1
-fabric_pfc_priority_enabled{netdev="eth0",priority="6"} 0
-fabric_pfc_priority_enabled{netdev="eth0",priority="7"} 0
+fabric_pfc_priority_enabled{netdev="eth0",priority="0",rail="mlx5_0"} 0
+fabric_pfc_priority_enabled{netdev="eth0",priority="1",rail="mlx5_0"} 0
+fabric_pfc_priority_enabled{netdev="eth0",priority="2",rail="mlx5_0"} 0
+fabric_pfc_priority_enabled{netdev="eth0",priority="3",rail="mlx5_0"} 0
+fabric_pfc_priority_enabled{netdev="eth0",priority="4",rail="mlx5_0"} 0
+fabric_pfc_priority_enabled{netdev="eth0",priority="5",rail="mlx5_0"} 1
+fabric_pfc_priority_enabled{netdev="eth0",priority="6",rail="mlx5_0"} 0
+fabric_pfc_priority_enabled{netdev="eth0",priority="7",rail="mlx5_0"} 0
 `, "fabric_pfc_pause_transitions_total", "fabric_pfc_priority_enabled")
 
 	// Every rail netdev failing fails the collector.

@@ -107,7 +107,7 @@ func newPhyCollector(env Env, o *Options) (Collector, error) {
 	}
 	g, ctr := prometheus.GaugeValue, prometheus.CounterValue
 	nd := func(name, help string, typ prometheus.ValueType, labels ...string) *exposition.Family {
-		return env.Families.NewFamily(name, help, typ, append([]string{"netdev"}, labels...)...)
+		return env.Families.NewFamily(name, help, typ, append(append([]string{"netdev"}, labels...), "rail")...)
 	}
 	th := func(name, what string) *exposition.Family {
 		return nd(name, "The module's own "+what+" thresholds (threshold: high_alarm, low_alarm, high_warning, low_warning), from its memory.", g, "threshold")
@@ -122,7 +122,7 @@ func newPhyCollector(env Env, o *Options) (Collector, error) {
 		fecLaneCorrected: nd("fabric_netdev_fec_lane_corrected_blocks_total", "FEC corrected blocks per lane (lane numbered from 0 as ethtool --show-fec prints it), where the driver reports lanes (BASE-R/FC-FEC; RS-FEC corrects across lanes and reports totals only).", ctr, "lane"),
 		fecLaneUncorr:    nd("fabric_netdev_fec_lane_uncorrectable_blocks_total", "FEC uncorrectable blocks per lane, where the driver reports lanes.", ctr, "lane"),
 		modInfo: env.Families.NewFamily("fabric_transceiver_info", "The optical module (or cable) in a rail netdev's cage: management spec (SFF-8636 or CMIS), form factor (SFF-8024 name), vendor, part number, revision, serial number, firmware (CMIS active firmware; \"\" for SFF-8636).",
-			g, "netdev", "spec", "type", "vendor", "part_number", "revision", "serial", "firmware"),
+			g, "netdev", "spec", "type", "vendor", "part_number", "revision", "serial", "firmware", "rail"),
 		modTemp: nd("fabric_transceiver_temperature_celsius", "Module temperature.", g),
 		modVolt: nd("fabric_transceiver_supply_voltage_volts", "Module supply voltage.", g),
 		modTx:   nd("fabric_transceiver_tx_power_watts", "Transmitted optical power per media lane (lane numbered from 1 as the module specifications and ethtool -m do).", g, "lane"),
@@ -169,20 +169,23 @@ func (c *phyCollector) Close() {
 	}
 }
 
-func (c *phyCollector) railNetdevs(ctx context.Context) []string {
+// railNetdevs returns the netdevs of the present rails, sorted, and the
+// rails they came from.
+func (c *phyCollector) railNetdevs(ctx context.Context) ([]string, []Rail) {
 	if c.opts.Rails == nil {
-		return nil
+		return nil, nil
 	}
 	seen := map[string]bool{}
 	var out []string
-	for _, r := range c.opts.Rails.Current(ctx) {
+	rails := c.opts.Rails.Current(ctx)
+	for _, r := range rails {
 		if r.Present && r.Netdev != "" && !seen[r.Netdev] {
 			seen[r.Netdev] = true
 			out = append(out, r.Netdev)
 		}
 	}
 	sort.Strings(out)
-	return out
+	return out, rails
 }
 
 type netdevPages struct {
@@ -196,7 +199,7 @@ func (n netdevPages) ReadEEPROM(offset, length uint32, page, bank uint8) ([]byte
 
 // refresh reads every rail netdev's module memory.
 func (c *phyCollector) refresh(ctx context.Context) {
-	netdevs := c.railNetdevs(ctx)
+	netdevs, _ := c.railNetdevs(ctx)
 	fresh := map[string]phyModule{}
 	for _, nd := range netdevs {
 		key := "phy-module:" + nd
@@ -232,7 +235,7 @@ func (c *phyCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	case <-time.After(phyFirstWait):
 	case <-ctx.Done():
 	}
-	netdevs := c.railNetdevs(ctx)
+	netdevs, rails := c.railNetdevs(ctx)
 	if len(netdevs) == 0 {
 		if err := sysfsRootError(c.opts.SysfsPath); err != nil {
 			return err
@@ -256,14 +259,14 @@ func (c *phyCollector) Update(ctx context.Context, b *exposition.Batch) error {
 			continue
 		}
 		c.env.Once.Clear("phy-fec:" + nd)
-		c.emitFEC(nd, f, b)
+		c.emitFEC(nd, railOfNetdev(rails, nd), f, b)
 	}
 	c.mu.Lock()
 	mods := c.modules
 	c.mu.Unlock()
 	for _, nd := range netdevs {
 		if m, ok := mods[nd]; ok {
-			c.emitModule(nd, m, b)
+			c.emitModule(nd, railOfNetdev(rails, nd), m, b)
 		}
 	}
 	if len(errs) == len(netdevs) && len(mods) == 0 {
@@ -276,9 +279,10 @@ func (c *phyCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	return nil
 }
 
-func (c *phyCollector) emitFEC(nd string, f ethtoolnl.FEC, b *exposition.Batch) {
+// emitFEC and emitModule send one rail netdev's series; rail is its rail label.
+func (c *phyCollector) emitFEC(nd, rail string, f ethtoolnl.FEC, b *exposition.Batch) {
 	if f.Active != "" {
-		b.AddWith(c.fecInfo, 1, nd, f.Active)
+		b.AddWith(c.fecInfo, 1, nd, f.Active, rail)
 	}
 	for _, x := range []struct {
 		c          ethtoolnl.Counter
@@ -287,24 +291,24 @@ func (c *phyCollector) emitFEC(nd string, f ethtoolnl.FEC, b *exposition.Batch) 
 		if !x.c.OK {
 			continue
 		}
-		b.AddWith(x.total, float64(x.c.Total), nd)
+		b.AddWith(x.total, float64(x.c.Total), nd, rail)
 		if x.lan != nil {
 			for i, v := range x.c.Lanes {
-				b.AddWith(x.lan, float64(v), nd, strconv.Itoa(i))
+				b.AddWith(x.lan, float64(v), nd, strconv.Itoa(i), rail)
 			}
 		}
 	}
 }
 
-func (c *phyCollector) emitModule(nd string, pm phyModule, b *exposition.Batch) {
+func (c *phyCollector) emitModule(nd, rail string, pm phyModule, b *exposition.Batch) {
 	m := pm.mod
-	b.AddWith(c.modInfo, 1, nd, m.Spec, m.Type, m.Vendor, m.PartNumber, m.Revision, m.Serial, m.Firmware)
-	b.AddWith(c.modAt, float64(pm.at.UnixNano())/1e9, nd)
+	b.AddWith(c.modInfo, 1, nd, m.Spec, m.Type, m.Vendor, m.PartNumber, m.Revision, m.Serial, m.Firmware, rail)
+	b.AddWith(c.modAt, float64(pm.at.UnixNano())/1e9, nd, rail)
 	if m.Temperature.OK {
-		b.AddWith(c.modTemp, m.Temperature.V, nd)
+		b.AddWith(c.modTemp, m.Temperature.V, nd, rail)
 	}
 	if m.Voltage.OK {
-		b.AddWith(c.modVolt, m.Voltage.V, nd)
+		b.AddWith(c.modVolt, m.Voltage.V, nd, rail)
 	}
 	for i, l := range m.Lanes {
 		lane := strconv.Itoa(i + 1)
@@ -313,7 +317,7 @@ func (c *phyCollector) emitModule(nd string, pm phyModule, b *exposition.Batch) 
 			f *exposition.Family
 		}{{l.TxPower, c.modTx}, {l.RxPower, c.modRx}, {l.Bias, c.modBias}} {
 			if x.v.OK {
-				b.AddWith(x.f, x.v.V, nd, lane)
+				b.AddWith(x.f, x.v.V, nd, lane, rail)
 			}
 		}
 	}
@@ -324,10 +328,10 @@ func (c *phyCollector) emitModule(nd string, pm phyModule, b *exposition.Batch) 
 		if x.t == nil {
 			continue
 		}
-		b.AddWith(x.f, x.t.HighAlarm, nd, "high_alarm")
-		b.AddWith(x.f, x.t.LowAlarm, nd, "low_alarm")
-		b.AddWith(x.f, x.t.HighWarning, nd, "high_warning")
-		b.AddWith(x.f, x.t.LowWarning, nd, "low_warning")
+		b.AddWith(x.f, x.t.HighAlarm, nd, "high_alarm", rail)
+		b.AddWith(x.f, x.t.LowAlarm, nd, "low_alarm", rail)
+		b.AddWith(x.f, x.t.HighWarning, nd, "high_warning", rail)
+		b.AddWith(x.f, x.t.LowWarning, nd, "low_warning", rail)
 	}
 }
 

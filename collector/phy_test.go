@@ -43,29 +43,29 @@ func TestPhyFixture(t *testing.T) {
 	c, errs := newTestPhy(t, o)
 	v := updateValues(t, c)
 	want := map[string]float64{
-		"fabric_netdev_fec_info{eth0,rs}":                                                      1,
-		"fabric_netdev_fec_corrected_blocks_total{eth0}":                                       1524,
-		"fabric_netdev_fec_uncorrectable_blocks_total{eth3}":                                   17,
-		"fabric_transceiver_info{eth0,CMIS,OSFP,NVIDIA,MMS4X00-NS400,A6,MT2330FT01234,47.218}": 1,
-		"fabric_transceiver_temperature_celsius{eth0}":                                         46.25,
-		"fabric_transceiver_rx_power_watts{eth3,3}":                                            0,
-		"fabric_transceiver_temperature_threshold_celsius{eth0,high_warning}":                  75,
-		"fabric_transceiver_tx_bias_amperes{eth0,1}":                                           0.0075,
+		"fabric_netdev_fec_info{eth0,rs,mlx5_0}":                                                      1,
+		"fabric_netdev_fec_corrected_blocks_total{eth0,mlx5_0}":                                       1524,
+		"fabric_netdev_fec_uncorrectable_blocks_total{eth3,mlx5_3}":                                   17,
+		"fabric_transceiver_info{eth0,CMIS,OSFP,NVIDIA,MMS4X00-NS400,A6,MT2330FT01234,47.218,mlx5_0}": 1,
+		"fabric_transceiver_temperature_celsius{eth0,mlx5_0}":                                         46.25,
+		"fabric_transceiver_rx_power_watts{eth3,3,mlx5_3}":                                            0,
+		"fabric_transceiver_temperature_threshold_celsius{eth0,high_warning,mlx5_0}":                  75,
+		"fabric_transceiver_tx_bias_amperes{eth0,1,mlx5_0}":                                           0.0075,
 	}
 	for k, w := range want {
 		if got, ok := v[k]; !ok || got != w {
 			t.Errorf("%s = %v (present %v), want %v", k, got, ok, w)
 		}
 	}
-	if lw := v["fabric_transceiver_rx_power_threshold_watts{eth3,low_warning}"]; !(lw > 1e-4 && lw < 1.4e-4) {
+	if lw := v["fabric_transceiver_rx_power_threshold_watts{eth3,low_warning,mlx5_3}"]; !(lw > 1e-4 && lw < 1.4e-4) {
 		t.Errorf("rx low warning %v W, want -8.9 dBm", lw)
 	}
-	for _, k := range []string{"fabric_transceiver_rx_power_watts{eth0,5}", "fabric_netdev_fec_corrected_bit_errors_total{eth0}", "fabric_netdev_fec_lane_corrected_blocks_total{eth0,0}"} {
+	for _, k := range []string{"fabric_transceiver_rx_power_watts{eth0,5,mlx5_0}", "fabric_netdev_fec_corrected_bit_errors_total{eth0,mlx5_0}", "fabric_netdev_fec_lane_corrected_blocks_total{eth0,0,mlx5_0}"} {
 		if _, ok := v[k]; ok {
 			t.Errorf("%s present", k)
 		}
 	}
-	if ts := v["fabric_transceiver_read_timestamp_seconds{eth0}"]; time.Since(time.Unix(int64(ts), 0)) > time.Minute {
+	if ts := v["fabric_transceiver_read_timestamp_seconds{eth0,mlx5_0}"]; time.Since(time.Unix(int64(ts), 0)) > time.Minute {
 		t.Errorf("read timestamp %v", ts)
 	}
 	if errs.Value() != 0 {
@@ -123,13 +123,13 @@ func TestPhyBackgroundAndSilentModule(t *testing.T) {
 	t.Cleanup(c.Close)
 	for range 3 {
 		v := updateValues(t, c)
-		if _, ok := v["fabric_transceiver_temperature_celsius{eth3}"]; ok {
+		if _, ok := v["fabric_transceiver_temperature_celsius{eth3,mlx5_3}"]; ok {
 			t.Error("silent module has series")
 		}
-		if _, ok := v["fabric_transceiver_temperature_celsius{eth0}"]; !ok {
+		if _, ok := v["fabric_transceiver_temperature_celsius{eth0,mlx5_0}"]; !ok {
 			t.Error("eth0 module missing")
 		}
-		if v["fabric_netdev_fec_uncorrectable_blocks_total{eth3}"] != 17 {
+		if v["fabric_netdev_fec_uncorrectable_blocks_total{eth3,mlx5_3}"] != 17 {
 			t.Error("FEC of the netdev with a silent module is gone")
 		}
 	}
@@ -149,7 +149,7 @@ func TestPhyBackgroundAndSilentModule(t *testing.T) {
 	src.silent = nil
 	src.mu.Unlock()
 	c.refresh(t.Context())
-	if _, ok := updateValues(t, c)["fabric_transceiver_temperature_celsius{eth3}"]; !ok {
+	if _, ok := updateValues(t, c)["fabric_transceiver_temperature_celsius{eth3,mlx5_3}"]; !ok {
 		t.Error("module did not come back")
 	}
 }

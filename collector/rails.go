@@ -273,11 +273,14 @@ func portNetdev(r *sysfs.Reader, devDir, portDir string, port int) string {
 	return ""
 }
 
-// railOf returns the rail names of an RDMA port, joined by ",".
+// railOfPort returns the rail names of an RDMA port, joined by ","; rails
+// whose port is gone do not count (a default rail renamed when its device
+// came back with more Ethernet ports stays known under its old name, not
+// present, and must not label the port it was).
 func railOfPort(rails []Rail, device, port string) string {
 	var names []string
 	for _, r := range rails {
-		if r.Device == device && r.Port == port {
+		if r.Present && r.Device == device && r.Port == port {
 			names = append(names, r.Name)
 		}
 	}

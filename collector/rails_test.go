@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestDefaultRails(t *testing.T) {
@@ -177,6 +179,107 @@ func TestParseRail(t *testing.T) {
 	for _, bad := range []string{"", "mlx5_0", "=mlx5_0", "rail0=", "rail0=mlx5_0:0", "rail0=mlx5_0:x", "rail 0=mlx5_0", "r=../x", "r=a/b"} {
 		if _, err := ParseRail(bad); err == nil {
 			t.Errorf("ParseRail(%q) succeeded", bad)
+		}
+	}
+}
+
+// railLabels scrapes c once through client_golang and returns, per family
+// the collector emitted, the rail label of each series keyed by its netdev
+// (or device:port); series without a netdev or port label are left out, and
+// so are the families keyed by rail or by device (fabric_rail_*,
+// fabric_rdma_device_info).
+func railLabels(t *testing.T, c Collector) map[string]map[string]string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(updater{c: c})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]string{}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "fabric_rail_") || mf.GetName() == "fabric_rdma_device_info" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			ls := map[string]string{}
+			hasRail := false
+			for _, lp := range m.GetLabel() {
+				ls[lp.GetName()] = lp.GetValue()
+				hasRail = hasRail || lp.GetName() == "rail"
+			}
+			key := ls["netdev"]
+			if ls["port"] != "" {
+				key = ls["device"] + ":" + ls["port"]
+			}
+			if key == "" {
+				continue
+			}
+			if !hasRail {
+				ls["rail"] = "<no rail label>"
+			}
+			if out[mf.GetName()] == nil {
+				out[mf.GetName()] = map[string]string{}
+			}
+			if old, dup := out[mf.GetName()][key]; dup && old != ls["rail"] {
+				t.Errorf("%s: %s has series with rail %q and %q", mf.GetName(), key, old, ls["rail"])
+			}
+			out[mf.GetName()][key] = ls["rail"]
+		}
+	}
+	return out
+}
+
+// checkRails checks that every family of got labels each series with the
+// rail want gives its netdev or port ("" for none), and that the families
+// in mustHave were emitted.
+func checkRails(t *testing.T, what string, got map[string]map[string]string, want map[string]string, mustHave ...string) {
+	t.Helper()
+	for _, f := range mustHave {
+		if got[f] == nil {
+			t.Errorf("%s: family %s not emitted", what, f)
+		}
+	}
+	for fam, series := range got {
+		for key, rail := range series {
+			if rail != want[key] {
+				t.Errorf("%s: %s of %s has rail %q, want %q", what, fam, key, rail, want[key])
+			}
+		}
+	}
+}
+
+// Every per-port and per-netdev series of the rdma, netdev, pfc and phy
+// collectors carries the rail of its port or netdev as the resolver names
+// it (here a --rail flag), and series of ports and netdevs that carry no
+// rail have none.
+func TestRailLabelOnEverySeries(t *testing.T) {
+	o := fixtureOptions(t, fixtureSys, "fast0=mlx5_0")
+	o.Phy.Fixtures = "fixtures/phy"
+	env, _ := testEnv()
+	want := map[string]string{"mlx5_0:1": "fast0", "eth0": "fast0"} // mlx5_3/eth3 carry no rail here
+	for _, tc := range []struct {
+		name     string
+		new      func(Env, *Options) (Collector, error)
+		mustHave []string
+	}{
+		{"rdma", newRDMACollector, []string{"fabric_rdma_port_up", "fabric_rdma_port_rate_bytes_per_second", "fabric_rdma_port_transmitted_bytes_total",
+			"fabric_rdma_hw_lifespan_seconds", "fabric_rdma_hw_local_ack_timeout_err_total", "fabric_rdma_port_info"}},
+		{"netdev", newNetdevCollector, []string{"fabric_netdev_up", "fabric_netdev_speed_bytes_per_second", "fabric_netdev_received_bytes_total", "fabric_netdev_info"}},
+		{"pfc", newPFCCollector, []string{"fabric_pfc_pause_frames_total", "fabric_pause_storm_events_total", "fabric_pfc_priority_enabled", "fabric_netdev_vport_rdma_bytes_total"}},
+		{"phy", newPhyCollector, []string{"fabric_netdev_fec_info", "fabric_netdev_fec_corrected_blocks_total", "fabric_transceiver_info", "fabric_transceiver_rx_power_watts"}},
+	} {
+		c, err := tc.new(env, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cl, ok := c.(interface{ Close() }); ok {
+			t.Cleanup(cl.Close)
+		}
+		got := railLabels(t, c)
+		checkRails(t, tc.name, got, want, tc.mustHave...)
+		if tc.name == "netdev" && got["fabric_netdev_up"]["eth3"] != "" {
+			t.Errorf("eth3 (no rail) missing or labelled: %v", got["fabric_netdev_up"])
 		}
 	}
 }

@@ -92,6 +92,9 @@ type ibPort struct {
 	// port's counters are then listed again on every scrape.
 	listErr  error
 	up, rate *exposition.Series
+	// rail is the rail label the port's series were bound with ("" for
+	// none); they are bound again when the port's rail changes.
+	rail string
 	// attribute paths read on every scrape
 	statePath, physPath, ratePath string
 }
@@ -125,12 +128,12 @@ func newRDMACollector(env Env, o *Options) (Collector, error) {
 		portInfo: env.Families.NewFamily("fabric_rdma_port_info",
 			"RDMA port metadata: netdev from gid_attrs/ndevs/0 (or the PCI function's net/), link layer (Ethernet = RoCE), state, physical state and the rail it carries (\"\" for none).",
 			gauge, "device", "port", "netdev", "link_layer", "state", "phys_state", "rail"),
-		portUp:   env.Families.NewFamily("fabric_rdma_port_up", "1 if the RDMA port state is ACTIVE, else 0.", gauge, "device", "port"),
-		portRate: env.Families.NewFamily("fabric_rdma_port_rate_bytes_per_second", "Link rate of the RDMA port in bytes per second (sysfs rate, e.g. 400 Gb/sec = 5e10).", gauge, "device", "port"),
+		portUp:   env.Families.NewFamily("fabric_rdma_port_up", "1 if the RDMA port state is ACTIVE, else 0.", gauge, "device", "port", "rail"),
+		portRate: env.Families.NewFamily("fabric_rdma_port_rate_bytes_per_second", "Link rate of the RDMA port in bytes per second (sysfs rate, e.g. 400 Gb/sec = 5e10).", gauge, "device", "port", "rail"),
 		deviceInfo: env.Families.NewFamily("fabric_rdma_device_info",
 			"RDMA device metadata; numa_node is \"\" when the kernel reports no node (-1).",
 			gauge, "device", "board_id", "fw_ver", "hca_type", "node_guid", "pci_bus_id", "numa_node"),
-		lifespan: env.Families.NewFamily("fabric_rdma_hw_lifespan_seconds", "How long the kernel caches hw_counters before querying the device again (hw_counters/lifespan, milliseconds in sysfs).", gauge, "device", "port"),
+		lifespan: env.Families.NewFamily("fabric_rdma_hw_lifespan_seconds", "How long the kernel caches hw_counters before querying the device again (hw_counters/lifespan, milliseconds in sysfs).", gauge, "device", "port", "rail"),
 		railInfo: env.Families.NewFamily("fabric_rail_info", "A rail: the RDMA port it is and the netdev of that port (\"\" when unresolved).",
 			gauge, "rail", "device", "port", "netdev"),
 		railPresent: env.Families.NewFamily("fabric_rail_device_present", "1 if the RDMA port of the rail exists now, 0 if it disappeared.",
@@ -167,7 +170,7 @@ func (c *rdmaCollector) Update(ctx context.Context, b *exposition.Batch) error {
 		}
 		seen[name] = true
 		justScanned := false
-		dev, err := c.devices.Get(name, func(dir string) (*ibDevice, error) { justScanned = true; return c.scanDevice(name, dir) })
+		dev, err := c.devices.Get(name, func(dir string) (*ibDevice, error) { justScanned = true; return c.scanDevice(name, dir, rails) })
 		if err != nil {
 			c.env.ReadErrors.Inc()
 			c.env.Once.Debug("scan:"+name, "msg", "skipping RDMA device", "device", name, "err", err)
@@ -190,7 +193,7 @@ func (c *rdmaCollector) Update(ctx context.Context, b *exposition.Batch) error {
 
 // scanDevice reads a device's static attributes and lists its ports and
 // counter files, once per registration.
-func (c *rdmaCollector) scanDevice(name, dir string) (*ibDevice, error) {
+func (c *rdmaCollector) scanDevice(name, dir string, rails []Rail) (*ibDevice, error) {
 	d := &ibDevice{name: name, dir: dir}
 	str := func(file string) string {
 		s, err := c.reader.ReadString(filepath.Join(dir, file))
@@ -222,11 +225,12 @@ func (c *rdmaCollector) scanDevice(name, dir string) (*ibDevice, error) {
 			continue
 		}
 		pd := filepath.Join(dir, "ports", p)
-		port := &ibPort{num: p, numInt: n, dir: pd, up: c.portUp.With(name, p), rate: c.portRate.With(name, p),
+		rail := railOfPort(rails, name, p)
+		port := &ibPort{num: p, numInt: n, dir: pd, rail: rail, up: c.portUp.With(name, p, rail), rate: c.portRate.With(name, p, rail),
 			statePath: filepath.Join(pd, "state"), physPath: filepath.Join(pd, "phys_state"), ratePath: filepath.Join(pd, "rate")}
 		port.linkLayer, _ = c.reader.ReadString(filepath.Join(pd, "link_layer"))
 		c.reader.Forget(filepath.Join(pd, "link_layer"))
-		port.counters, port.listErr = c.scanCounters(pd, name, p)
+		port.counters, port.listErr = c.scanCounters(pd, name, p, rail)
 		if port.listErr != nil {
 			c.listFailed(name, port)
 		}
@@ -239,7 +243,7 @@ func (c *rdmaCollector) scanDevice(name, dir string) (*ibDevice, error) {
 // directory that does not exist is not an error (mlx4 has no hw_counters,
 // new kernels no counters_ext); any other listing error is returned with
 // the counters that could be listed.
-func (c *rdmaCollector) scanCounters(portDir, dev, port string) ([]counterFile, error) {
+func (c *rdmaCollector) scanCounters(portDir, dev, port, rail string) ([]counterFile, error) {
 	var listErr error
 	list := func(sub string) []string {
 		names, err := sysfs.ListDir(filepath.Join(portDir, sub), true)
@@ -270,7 +274,7 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port string) ([]counterFile, 
 		if fam == nil {
 			continue
 		}
-		add(fam.Name(), counterFile{path: filepath.Join(portDir, "counters", f), series: fam.With(dev, port), scale: pc.scale})
+		add(fam.Name(), counterFile{path: filepath.Join(portDir, "counters", f), series: fam.With(dev, port, rail), scale: pc.scale})
 	}
 	ext := list("counters_ext")
 	for _, f := range ext {
@@ -283,13 +287,13 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port string) ([]counterFile, 
 		if fam == nil {
 			continue
 		}
-		add(fam.Name(), counterFile{path: filepath.Join(portDir, "counters_ext", f), series: fam.With(dev, port), scale: pc.scale})
+		add(fam.Name(), counterFile{path: filepath.Join(portDir, "counters_ext", f), series: fam.With(dev, port, rail), scale: pc.scale})
 	}
 	hw := list("hw_counters")
 	for _, f := range hw {
 		path := filepath.Join(portDir, "hw_counters", f)
 		if f == "lifespan" {
-			add(c.lifespan.Name(), counterFile{path: path, series: c.lifespan.With(dev, port), scale: 0.001})
+			add(c.lifespan.Name(), counterFile{path: path, series: c.lifespan.With(dev, port, rail), scale: 0.001})
 			continue
 		}
 		s := sysfs.SanitizeName(f)
@@ -300,7 +304,7 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port string) ([]counterFile, 
 		if fam == nil {
 			continue
 		}
-		add(fam.Name(), counterFile{path: path, series: fam.With(dev, port), scale: 1})
+		add(fam.Name(), counterFile{path: path, series: fam.With(dev, port, rail), scale: 1})
 	}
 	out := make([]counterFile, 0, len(order))
 	for _, k := range order {
@@ -322,7 +326,7 @@ func (c *rdmaCollector) relist(d *ibDevice, p *ibPort) {
 	if p.listErr == nil {
 		return
 	}
-	ctrs, err := c.scanCounters(p.dir, d.name, p.num)
+	ctrs, err := c.scanCounters(p.dir, d.name, p.num, p.rail)
 	if err != nil {
 		p.listErr = err
 		c.listFailed(d.name, p)
@@ -334,7 +338,7 @@ func (c *rdmaCollector) relist(d *ibDevice, p *ibPort) {
 	}
 }
 
-// family returns a {device,port} family named from a kernel file name;
+// family returns a {device,port,rail} family named from a kernel file name;
 // nil once this collector made maxDynamicNames of them.
 func (c *rdmaCollector) family(name, help string, typ prometheus.ValueType) *exposition.Family {
 	if !c.names[name] {
@@ -343,7 +347,7 @@ func (c *rdmaCollector) family(name, help string, typ prometheus.ValueType) *exp
 		}
 		c.names[name] = true
 	}
-	return c.env.Families.NewFamily(name, help, typ, "device", "port")
+	return c.env.Families.NewFamily(name, help, typ, "device", "port", "rail")
 }
 
 // collectDevice sends one device's metrics; false means the device vanished.
@@ -356,7 +360,11 @@ func (c *rdmaCollector) collectDevice(d *ibDevice, rails []Rail, b *exposition.B
 		}
 		_, phys, _ := c.readState(p.physPath)
 		netdev := portNetdev(c.reader, d.dir, p.dir, p.numInt)
-		b.AddWith(c.portInfo, 1, d.name, p.num, netdev, p.linkLayer, state, phys, railOfPort(rails, d.name, p.num))
+		rail := railOfPort(rails, d.name, p.num)
+		if rail != p.rail {
+			c.rebind(d, p, rail)
+		}
+		b.AddWith(c.portInfo, 1, d.name, p.num, netdev, p.linkLayer, state, phys, rail)
 		if state != "" {
 			b.Add(p.up, b2f(stateID == 4))
 		}
@@ -373,6 +381,18 @@ func (c *rdmaCollector) collectDevice(d *ibDevice, rails []Rail, b *exposition.B
 		}
 	}
 	return true
+}
+
+// rebind binds a port's cached series to a new rail label: the rail a port
+// carries can change while the device stays registered (a netdev appears
+// or is renamed, a default rail is renamed when its device gains a port).
+func (c *rdmaCollector) rebind(d *ibDevice, p *ibPort, rail string) {
+	p.rail = rail
+	p.up = c.portUp.With(d.name, p.num, rail)
+	p.rate = c.portRate.With(d.name, p.num, rail)
+	for i := range p.counters {
+		p.counters[i].series = p.counters[i].series.Family().With(d.name, p.num, rail)
+	}
 }
 
 func (c *rdmaCollector) readState(path string) (int, string, error) {

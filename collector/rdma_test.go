@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
@@ -39,31 +40,31 @@ func TestRDMAFixture(t *testing.T) {
 	compare(t, c, `
 # HELP fabric_rdma_port_transmitted_bytes_total Bytes transmitted by the port (port_xmit_data counts 4-octet words; multiplied by 4). On mlx5 RoCE this is RDMA traffic only.
 # TYPE fabric_rdma_port_transmitted_bytes_total counter
-fabric_rdma_port_transmitted_bytes_total{device="mlx4_0",port="1"} 1.493376e+07
-fabric_rdma_port_transmitted_bytes_total{device="mlx4_0",port="2"} 1.493376e+07
-fabric_rdma_port_transmitted_bytes_total{device="mlx5_0",port="1"} 9.21770677727356e+14
-fabric_rdma_port_transmitted_bytes_total{device="mlx5_3",port="1"} 9.21770677727356e+14
+fabric_rdma_port_transmitted_bytes_total{device="mlx4_0",port="1",rail=""} 1.493376e+07
+fabric_rdma_port_transmitted_bytes_total{device="mlx4_0",port="2",rail=""} 1.493376e+07
+fabric_rdma_port_transmitted_bytes_total{device="mlx5_0",port="1",rail="mlx5_0"} 9.21770677727356e+14
+fabric_rdma_port_transmitted_bytes_total{device="mlx5_3",port="1",rail="mlx5_3"} 9.21770677727356e+14
 # HELP fabric_rdma_port_received_bytes_total Bytes received by the port (port_rcv_data counts 4-octet words; multiplied by 4). On mlx5 RoCE this is RDMA traffic only.
 # TYPE fabric_rdma_port_received_bytes_total counter
-fabric_rdma_port_received_bytes_total{device="mlx4_0",port="1"} 1.8527668e+07
-fabric_rdma_port_received_bytes_total{device="mlx4_0",port="2"} 1.8527668e+07
-fabric_rdma_port_received_bytes_total{device="mlx5_0",port="1"} 9.22159499729932e+14
-fabric_rdma_port_received_bytes_total{device="mlx5_3",port="1"} 8.20514751096996e+14
+fabric_rdma_port_received_bytes_total{device="mlx4_0",port="1",rail=""} 1.8527668e+07
+fabric_rdma_port_received_bytes_total{device="mlx4_0",port="2",rail=""} 1.8527668e+07
+fabric_rdma_port_received_bytes_total{device="mlx5_0",port="1",rail="mlx5_0"} 9.22159499729932e+14
+fabric_rdma_port_received_bytes_total{device="mlx5_3",port="1",rail="mlx5_3"} 8.20514751096996e+14
 # HELP fabric_rdma_hw_lifespan_seconds How long the kernel caches hw_counters before querying the device again (hw_counters/lifespan, milliseconds in sysfs).
 # TYPE fabric_rdma_hw_lifespan_seconds gauge
-fabric_rdma_hw_lifespan_seconds{device="mlx5_0",port="1"} 0.012
-fabric_rdma_hw_lifespan_seconds{device="mlx5_3",port="1"} 0.01
+fabric_rdma_hw_lifespan_seconds{device="mlx5_0",port="1",rail="mlx5_0"} 0.012
+fabric_rdma_hw_lifespan_seconds{device="mlx5_3",port="1",rail="mlx5_3"} 0.01
 # HELP fabric_rdma_hw_local_ack_timeout_err_total RDMA hardware counter local_ack_timeout_err (sysfs hw_counters; mlx5 Q counters are 32 bits wide and wrap).
 # TYPE fabric_rdma_hw_local_ack_timeout_err_total counter
-fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_0",port="1"} 2705
-fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_3",port="1"} 0
+fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_0",port="1",rail="mlx5_0"} 2705
+fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_3",port="1",rail="mlx5_3"} 0
 # HELP fabric_rdma_hw_np_cnp_sent_total RDMA hardware counter np_cnp_sent (sysfs hw_counters; mlx5 Q counters are 32 bits wide and wrap).
 # TYPE fabric_rdma_hw_np_cnp_sent_total counter
-fabric_rdma_hw_np_cnp_sent_total{device="mlx5_0",port="1"} 1333
+fabric_rdma_hw_np_cnp_sent_total{device="mlx5_0",port="1",rail="mlx5_0"} 1333
 # HELP fabric_rdma_hw_req_transport_retries_exceeded_total RDMA hardware counter req_transport_retries_exceeded (sysfs hw_counters; mlx5 Q counters are 32 bits wide and wrap).
 # TYPE fabric_rdma_hw_req_transport_retries_exceeded_total counter
-fabric_rdma_hw_req_transport_retries_exceeded_total{device="mlx5_0",port="1"} 0
-fabric_rdma_hw_req_transport_retries_exceeded_total{device="mlx5_3",port="1"} 0
+fabric_rdma_hw_req_transport_retries_exceeded_total{device="mlx5_0",port="1",rail="mlx5_0"} 0
+fabric_rdma_hw_req_transport_retries_exceeded_total{device="mlx5_3",port="1",rail="mlx5_3"} 0
 # HELP fabric_rdma_port_info RDMA port metadata: netdev from gid_attrs/ndevs/0 (or the PCI function's net/), link layer (Ethernet = RoCE), state, physical state and the rail it carries ("" for none).
 # TYPE fabric_rdma_port_info gauge
 fabric_rdma_port_info{device="i40iw0",link_layer="InfiniBand",netdev="",phys_state="LinkUp",port="1",rail="",state="ACTIVE"} 1
@@ -73,11 +74,11 @@ fabric_rdma_port_info{device="mlx5_0",link_layer="Ethernet",netdev="eth0",phys_s
 fabric_rdma_port_info{device="mlx5_3",link_layer="Ethernet",netdev="eth3",phys_state="LinkUp",port="1",rail="mlx5_3",state="ACTIVE"} 1
 # HELP fabric_rdma_port_rate_bytes_per_second Link rate of the RDMA port in bytes per second (sysfs rate, e.g. 400 Gb/sec = 5e10).
 # TYPE fabric_rdma_port_rate_bytes_per_second gauge
-fabric_rdma_port_rate_bytes_per_second{device="i40iw0",port="1"} 1.25e+09
-fabric_rdma_port_rate_bytes_per_second{device="mlx4_0",port="1"} 5e+09
-fabric_rdma_port_rate_bytes_per_second{device="mlx4_0",port="2"} 5e+09
-fabric_rdma_port_rate_bytes_per_second{device="mlx5_0",port="1"} 5e+10
-fabric_rdma_port_rate_bytes_per_second{device="mlx5_3",port="1"} 5e+10
+fabric_rdma_port_rate_bytes_per_second{device="i40iw0",port="1",rail=""} 1.25e+09
+fabric_rdma_port_rate_bytes_per_second{device="mlx4_0",port="1",rail=""} 5e+09
+fabric_rdma_port_rate_bytes_per_second{device="mlx4_0",port="2",rail=""} 5e+09
+fabric_rdma_port_rate_bytes_per_second{device="mlx5_0",port="1",rail="mlx5_0"} 5e+10
+fabric_rdma_port_rate_bytes_per_second{device="mlx5_3",port="1",rail="mlx5_3"} 5e+10
 # HELP fabric_rdma_device_info RDMA device metadata; numa_node is "" when the kernel reports no node (-1).
 # TYPE fabric_rdma_device_info gauge
 fabric_rdma_device_info{board_id="I40IW Board ID",device="i40iw0",fw_ver="0.2",hca_type="I40IW",node_guid="",numa_node="",pci_bus_id="0000:09:00.0"} 1
@@ -102,7 +103,7 @@ fabric_rail_info{device="mlx5_3",netdev="eth3",port="1",rail="mlx5_3"} 1
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, absent := range []string{`device="i40iw0",port="1"} `, `fabric_rdma_hw_out_of_buffer_total{device="mlx5_3"`,
+	for _, absent := range []string{`device="i40iw0",port="1",rail=""} `, `fabric_rdma_hw_out_of_buffer_total{device="mlx5_3"`,
 		`fabric_rdma_hw_rp_cnp_ignored_total{device="mlx5_3"`, `fabric_rdma_port_symbol_errors_total{device="mlx5_3"`} {
 		for _, line := range strings.Split(string(out), "\n") {
 			if strings.Contains(line, absent) && !strings.Contains(line, "_info{") && !strings.Contains(line, "rate_bytes") && !strings.Contains(line, "port_up") {
@@ -135,10 +136,10 @@ func TestRDMADeviceWithoutCounters(t *testing.T) {
 	compare(t, c, `
 # HELP fabric_rdma_hw_tx_bytes_total RDMA hardware counter tx_bytes (sysfs hw_counters; mlx5 Q counters are 32 bits wide and wrap).
 # TYPE fabric_rdma_hw_tx_bytes_total counter
-fabric_rdma_hw_tx_bytes_total{device="bnxt_re0",port="1"} 4567
+fabric_rdma_hw_tx_bytes_total{device="bnxt_re0",port="1",rail="bnxt_re0"} 4567
 # HELP fabric_rdma_port_up 1 if the RDMA port state is ACTIVE, else 0.
 # TYPE fabric_rdma_port_up gauge
-fabric_rdma_port_up{device="bnxt_re0",port="1"} 1
+fabric_rdma_port_up{device="bnxt_re0",port="1",rail="bnxt_re0"} 1
 `, "fabric_rdma_hw_tx_bytes_total", "fabric_rdma_port_up")
 	if got := errs.Value(); got != 0 {
 		t.Errorf("read errors = %v, want 0", got)
@@ -171,18 +172,18 @@ func TestRDMAReadErrorsAreIsolated(t *testing.T) {
 	compare(t, c, `
 # HELP fabric_rdma_port_received_bytes_total Bytes received by the port (port_rcv_data counts 4-octet words; multiplied by 4). On mlx5 RoCE this is RDMA traffic only.
 # TYPE fabric_rdma_port_received_bytes_total counter
-fabric_rdma_port_received_bytes_total{device="mlx4_0",port="1"} 1.8527668e+07
-fabric_rdma_port_received_bytes_total{device="mlx4_0",port="2"} 1.8527668e+07
-fabric_rdma_port_received_bytes_total{device="mlx5_0",port="1"} 9.22159499729932e+14
-fabric_rdma_port_received_bytes_total{device="mlx5_3",port="1"} 8.20514751096996e+14
+fabric_rdma_port_received_bytes_total{device="mlx4_0",port="1",rail=""} 1.8527668e+07
+fabric_rdma_port_received_bytes_total{device="mlx4_0",port="2",rail=""} 1.8527668e+07
+fabric_rdma_port_received_bytes_total{device="mlx5_0",port="1",rail="mlx5_0"} 9.22159499729932e+14
+fabric_rdma_port_received_bytes_total{device="mlx5_3",port="1",rail="mlx5_3"} 8.20514751096996e+14
 # HELP fabric_rdma_hw_local_ack_timeout_err_total RDMA hardware counter local_ack_timeout_err (sysfs hw_counters; mlx5 Q counters are 32 bits wide and wrap).
 # TYPE fabric_rdma_hw_local_ack_timeout_err_total counter
-fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_3",port="1"} 0
+fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_3",port="1",rail="mlx5_3"} 0
 # HELP fabric_rdma_port_transmitted_bytes_total Bytes transmitted by the port (port_xmit_data counts 4-octet words; multiplied by 4). On mlx5 RoCE this is RDMA traffic only.
 # TYPE fabric_rdma_port_transmitted_bytes_total counter
-fabric_rdma_port_transmitted_bytes_total{device="mlx4_0",port="1"} 1.493376e+07
-fabric_rdma_port_transmitted_bytes_total{device="mlx4_0",port="2"} 1.493376e+07
-fabric_rdma_port_transmitted_bytes_total{device="mlx5_3",port="1"} 9.21770677727356e+14
+fabric_rdma_port_transmitted_bytes_total{device="mlx4_0",port="1",rail=""} 1.493376e+07
+fabric_rdma_port_transmitted_bytes_total{device="mlx4_0",port="2",rail=""} 1.493376e+07
+fabric_rdma_port_transmitted_bytes_total{device="mlx5_3",port="1",rail="mlx5_3"} 9.21770677727356e+14
 `, "fabric_rdma_port_received_bytes_total", "fabric_rdma_hw_local_ack_timeout_err_total", "fabric_rdma_port_transmitted_bytes_total")
 	// EACCES and EIO count (plus the fixture's garbage value); EINVAL is
 	// "not available".
@@ -233,8 +234,8 @@ func TestRDMACountersFollowUpdates(t *testing.T) {
 		compare(t, c, `
 # HELP fabric_rdma_hw_local_ack_timeout_err_total RDMA hardware counter local_ack_timeout_err (sysfs hw_counters; mlx5 Q counters are 32 bits wide and wrap).
 # TYPE fabric_rdma_hw_local_ack_timeout_err_total counter
-fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_0",port="1"} `+v+`
-fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_3",port="1"} 0
+fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_0",port="1",rail="mlx5_0"} `+v+`
+fabric_rdma_hw_local_ack_timeout_err_total{device="mlx5_3",port="1",rail="mlx5_3"} 0
 `, "fabric_rdma_hw_local_ack_timeout_err_total")
 	}
 	want("2705")
@@ -273,11 +274,11 @@ func TestRDMASymlinksConfinedToSysfs(t *testing.T) {
 	c, _ := newTestRDMA(t, fixtureOptions(t, root))
 	// Symlinks are not regular files: list them as counters to make sure the
 	// read itself refuses them.
-	c.devices.Get("mlx5_9", func(dir string) (*ibDevice, error) { return c.scanDevice("mlx5_9", dir) })
+	c.devices.Get("mlx5_9", func(dir string) (*ibDevice, error) { return c.scanDevice("mlx5_9", dir, nil) })
 	d, _ := c.devices.Get("mlx5_9", nil)
 	for _, f := range []string{"abs_escape", "rel_escape"} {
 		fam := c.family("fabric_rdma_hw_"+f+"_total", "h", prometheus.CounterValue)
-		d.ports[0].counters = append(d.ports[0].counters, counterFile{path: filepath.Join(hw, f), series: fam.With("mlx5_9", "1"), scale: 1})
+		d.ports[0].counters = append(d.ports[0].counters, counterFile{path: filepath.Join(hw, f), series: fam.With("mlx5_9", "1", ""), scale: 1})
 	}
 	var b exposition.Batch
 	if err := c.Update(context.Background(), &b); err != nil {
@@ -289,7 +290,7 @@ func TestRDMASymlinksConfinedToSysfs(t *testing.T) {
 	if strings.Contains(out, "4242") || strings.Contains(out, "escape") {
 		t.Errorf("a value from outside the sysfs root was exported:\n%s", out)
 	}
-	if !strings.Contains(out, `fabric_rdma_hw_ok_counter_total{device="mlx5_9",port="1"} 7`) {
+	if !strings.Contains(out, `fabric_rdma_hw_ok_counter_total{device="mlx5_9",port="1",rail="mlx5_9"} 7`) {
 		t.Errorf("the counter inside the tree is missing:\n%s", out)
 	}
 }
@@ -361,5 +362,61 @@ func TestRDMACounterListingRetried(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "RDMA port counters listed") {
 		t.Errorf("recovery not logged:\n%s", logs.String())
+	}
+}
+
+// A device re-registered with a second Ethernet port renames its default
+// rails (mlx5_0 becomes mlx5_0:1 and mlx5_0:2): the port series are bound
+// to the new names and none keeps the old one, which fabric_rail_info
+// still lists as not present.
+func TestRDMARailRenamedOnReregistration(t *testing.T) {
+	sys := copyTree(t, fixtureSys)
+	c, _ := newTestRDMA(t, fixtureOptions(t, sys))
+	fams := []string{"fabric_rdma_port_up", "fabric_rdma_port_rate_bytes_per_second", "fabric_rdma_port_transmitted_bytes_total", "fabric_rdma_hw_lifespan_seconds", "fabric_rdma_port_info"}
+	checkRails(t, "start", railLabels(t, c), map[string]string{"mlx5_0:1": "mlx5_0", "mlx5_3:1": "mlx5_3"}, fams...)
+
+	link := filepath.Join(sys, "class", "infiniband", "mlx5_0")
+	target, err := os.Readlink(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := filepath.Join(filepath.Dir(link), target)
+	if err := fixturetree.Copy(filepath.Join(dev, "ports", "1"), filepath.Join(dev, "ports", "2")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WriteFile(t, filepath.Join(dev, "ports", "2", "gid_attrs", "ndevs", "0"), "")
+	// Re-registration changes the class link; the new link names the same
+	// directory by another path (not filepath.Join: it would clean it).
+	os.Remove(link)
+	if err := os.Symlink(filepath.Dir(target)+"/../infiniband/mlx5_0", link); err != nil {
+		t.Fatal(err)
+	}
+	got := railLabels(t, c)
+	checkRails(t, "re-registered", got, map[string]string{"mlx5_0:1": "mlx5_0:1", "mlx5_0:2": "mlx5_0:2", "mlx5_3:1": "mlx5_3"}, fams...)
+	if len(got["fabric_rdma_port_up"]) != 6 {
+		t.Errorf("fabric_rdma_port_up of %v, want mlx5_0 ports 1 and 2 among them", got["fabric_rdma_port_up"])
+	}
+}
+
+// When the rail of a port changes while its device stays registered, the
+// port's cached series are bound to the new rail, counters listed at scan
+// time included. The resolver changes a port's rail without a
+// re-registration only in corner cases (a rail whose port was unreadable
+// when its device was first seen); swapping the resolver between scrapes
+// drives that path directly.
+func TestRDMARebindsWhenRailChanges(t *testing.T) {
+	sys := copyTree(t, fixtureSys)
+	c, _ := newTestRDMA(t, fixtureOptions(t, sys, "fast0=mlx5_0"))
+	fams := []string{"fabric_rdma_port_up", "fabric_rdma_port_rate_bytes_per_second", "fabric_rdma_port_transmitted_bytes_total",
+		"fabric_rdma_hw_lifespan_seconds", "fabric_rdma_hw_local_ack_timeout_err_total", "fabric_rdma_port_info"}
+	got := railLabels(t, c)
+	checkRails(t, "fast0", got, map[string]string{"mlx5_0:1": "fast0"}, fams...)
+	dev, _ := c.devices.Get("mlx5_0", nil)
+
+	c.rails = fixtureOptions(t, sys, "slow0=mlx5_3", "fast1=mlx5_0").Rails
+	got = railLabels(t, c)
+	checkRails(t, "fast1", got, map[string]string{"mlx5_0:1": "fast1", "mlx5_3:1": "slow0"}, fams...)
+	if now, _ := c.devices.Get("mlx5_0", nil); now != dev {
+		t.Error("mlx5_0 was scanned again; the test means its cached series to be bound again")
 	}
 }
