@@ -37,6 +37,7 @@ type Config struct {
 	RailHistoryWindow          string  `yaml:"railHistoryWindow"`
 	RailHistoryInterval        string  `yaml:"railHistoryInterval"`
 	ErrorCounterInterval       string  `yaml:"errorCounterInterval"`
+	WarningInterval            string  `yaml:"warningInterval"`
 	RailTCPFallbackMinBits     float64 `yaml:"railTCPFallbackMinBits"`
 	RailTCPFallbackMaxRDMABits float64 `yaml:"railTCPFallbackMaxRDMABits"`
 	NonRailNICMaxBits          float64 `yaml:"nonRailNICMaxBits"`
@@ -87,7 +88,7 @@ func ParseConfig(b []byte) (Config, error) {
 	}
 	// sglangSelector may be empty: SGLang's sglang:* names are unique too.
 	for name, v := range map[string]string{"exporterSelector": c.ExporterSelector,
-		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "railHistoryWindow": c.RailHistoryWindow, "railHistoryInterval": c.RailHistoryInterval, "errorCounterInterval": c.ErrorCounterInterval,
+		"rateWindow": c.RateWindow, "flapWindow": c.FlapWindow, "pauseStormWindow": c.PauseStormWindow, "railHistoryWindow": c.RailHistoryWindow, "railHistoryInterval": c.RailHistoryInterval, "errorCounterInterval": c.ErrorCounterInterval, "warningInterval": c.WarningInterval,
 		"pcieErrorWindow": c.PCIeErrorWindow, "fecErrorWindow": c.FECErrorWindow, "nvlinkErrorWindow": c.NVLinkErrorWindow,
 		"clusterLabel": c.ClusterLabel, "kubernetesGPUResources": c.KubernetesGPUResources, "kubernetesRDMAResources": c.KubernetesRDMAResources, "for.short": c.For.Short, "for.medium": c.For.Medium, "for.long": c.For.Long} {
 		if strings.TrimSpace(v) == "" {
@@ -102,6 +103,12 @@ func ParseConfig(b []byte) (Config, error) {
 	// --query.lookback-delta): the group must write more often than that.
 	if d, err := model.ParseDuration(c.RailHistoryInterval); err != nil || time.Duration(d) <= 0 || time.Duration(d) >= 5*time.Minute {
 		return c, fmt.Errorf("alerts config: railHistoryInterval %q: must be a duration above 0 and below 5m", c.RailHistoryInterval)
+	}
+	// The warning groups record series that dashboards and other groups
+	// read (rail:fabric_rdma_link_speed:bits, the per-rail rates): at 5m or
+	// more they would go stale between two evaluations.
+	if d, err := model.ParseDuration(c.WarningInterval); err != nil || time.Duration(d) <= 0 || time.Duration(d) >= 5*time.Minute {
+		return c, fmt.Errorf("alerts config: warningInterval %q: must be a duration above 0 and below 5m", c.WarningInterval)
 	}
 	if d, err := model.ParseDuration(c.ErrorCounterInterval); err != nil || time.Duration(d) <= 0 {
 		return c, fmt.Errorf("alerts config: errorCounterInterval %q: must be a duration above 0", c.ErrorCounterInterval)
@@ -145,7 +152,7 @@ func Render(c Config) ([]byte, error) {
 	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 	data := map[string]any{
 		"W": c.RateWindow, "C": c.ClusterLabel, "Sel": c.ExporterSelector, "SGLang": Matchers(c.SGLangSelector), "Runbook": c.RunbookURL,
-		"RetransCounters": RetransCounters(), "RetransRegexp": strings.Join(retransCounters[:numRetrans], "|"), "GPUFields": GPUFields(),
+		"RetransCounters": RetransCounters(), "RetransEvents": slices.Clone(retransCounters[:numRetrans]), "RetransRegexp": strings.Join(retransCounters[:numRetrans], "|"), "GPUFields": GPUFields(),
 		"ExpectedRailSpeedBits": num(c.ExpectedRailSpeedBytes * 8), "ExpectedRailSpeedGbit": num(c.ExpectedRailSpeedBytes * 8 / 1e9),
 		"RailLinkFlapChanges": num(c.RailLinkFlapChanges), "RailTCPFallbackMinBits": num(c.RailTCPFallbackMinBits),
 		"RailTCPFallbackMaxRDMABits": num(c.RailTCPFallbackMaxRDMABits), "NonRailNICMaxBits": num(c.NonRailNICMaxBits),
@@ -159,6 +166,7 @@ func Render(c Config) ([]byte, error) {
 		"NVLinkErrorsPerMinute": num(c.NVLinkErrorsPerMinute), "NVLinkErrorWindow": c.NVLinkErrorWindow,
 		"KubeGPU": c.KubernetesGPUResources, "KubeRDMA": c.KubernetesRDMAResources,
 		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow, "RailHistoryWindow": c.RailHistoryWindow, "RailHistoryInterval": c.RailHistoryInterval, "ErrorCounterInterval": c.ErrorCounterInterval,
+		"WarningInterval": c.WarningInterval,
 	}
 	data["NCCLInspectorBusBandwidthRatio"] = num(c.NCCLInspectorBusBandwidthRatio)
 	t, err := template.New("rules").Delims("<%", "%>").Option("missingkey=error").Parse(rulesTemplate)

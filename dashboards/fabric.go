@@ -17,10 +17,13 @@ import (
 func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 	w := c.RateWindow
 	rail := sel(railM)
+	railOnly := sel(railM, `rail!=""`) // raw per-port and per-netdev series: rails only
 	rule := func(name string) string { return fmt.Sprintf(name, w) }
 	var retrans, cnp []*promQuery
 	for _, counter := range alerts.RetransCounters() {
-		q := query(rule("rail:fabric_rdma_hw_"+counter+":rate%s")+rail, "{{instance}} {{rail}} "+counter)
+		// The raw counter: the exporter puts the rail on it, so a node's
+		// view needs no join and no recording rule.
+		q := query("sum by (cluster, instance, rail) (rate(fabric_rdma_hw_"+counter+"_total"+railOnly+"[$__rate_interval]))", "{{instance}} {{rail}} "+counter)
 		if strings.Contains(counter, "cnp") {
 			cnp = append(cnp, q)
 		} else {
@@ -101,7 +104,7 @@ func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 		WithPanel(stateTimelinePanel("Rail link state",
 			"RDMA port state of each rail (ACTIVE is up) and whether the rail's RDMA device is present.",
 			half, upDown("UP", "DOWN"),
-			query("rail:fabric_rdma_port_up"+rail, "{{instance}} {{rail}} ({{device}})"),
+			query("fabric_rdma_port_up"+railOnly, "{{instance}} {{rail}} ({{device}})"),
 			query("fabric_rail_device_present"+rail, "{{instance}} {{rail}} device present"))).
 		WithPanel(statPanel("Rail link rate",
 			"Negotiated rate of each rail's RDMA port (recorded as rail:fabric_rdma_link_speed:bits: fabric_rdma_port_rate_bytes_per_second × 8). Red below the expected rate (RailLinkDegraded).",
@@ -138,27 +141,23 @@ func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 		WithPanel(timeseriesPanel("FEC uncorrectable blocks per rail",
 			"Codewords FEC could not correct on each rail netdev: every one is a corrupted frame RoCE retransmits (alert FECUncorrectableErrors).",
 			unitShort, half,
-			query("increase(fabric_netdev_fec_uncorrectable_blocks_total"+sel()+"[$__rate_interval])"+
-				" * on (cluster, instance, netdev) group_left (rail) fabric_netdev_info"+sel(railM, `rail!=""`),
+			query("increase(fabric_netdev_fec_uncorrectable_blocks_total"+railOnly+"[$__rate_interval])",
 				"{{instance}} {{rail}} {{netdev}}"))).
-		WithPanel(timeseriesPanel("Optical RX power per lane",
-			"Received optical power of each lane of each rail's module, and the module's own low-warning threshold (alert TransceiverRxPowerLow). "+
-				"A dark lane drops to the bottom of the scale.",
+		// The weakest lane of each module: a fleet's view would otherwise
+		// draw four lines per rail (16,000 at 500 nodes).
+		WithPanel(timeseriesPanel("Optical RX power, weakest lane per rail",
+			"Received optical power of the weakest lane of each rail's module, and the module's own low-warning threshold (alert TransceiverRxPowerLow names the lane; "+
+				"fabric_transceiver_rx_power_watts has every lane). A dark lane drops to the bottom of the scale.",
 			unitDBm, half,
-			query("10 * log10(fabric_transceiver_rx_power_watts"+sel()+" * 1000)"+
-				" * on (cluster, instance, netdev) group_left (rail) fabric_netdev_info"+sel(railM, `rail!=""`),
-				"{{instance}} {{rail}} lane {{lane}}"),
-			query("10 * log10(fabric_transceiver_rx_power_threshold_watts"+sel(`threshold="low_warning"`)+" * 1000)"+
-				" * on (cluster, instance, netdev) group_left (rail) fabric_netdev_info"+sel(railM, `rail!=""`),
+			query("10 * log10(min by (cluster, instance, rail, netdev) (fabric_transceiver_rx_power_watts"+railOnly+") * 1000)",
+				"{{instance}} {{rail}}"),
+			query("10 * log10(fabric_transceiver_rx_power_threshold_watts"+sel(railM, `rail!=""`, `threshold="low_warning"`)+" * 1000)",
 				"{{instance}} {{rail}} low warning"))).
 		WithPanel(timeseriesPanel("Optical module temperature",
 			"Temperature of each rail's module and its own high-warning threshold (alert TransceiverTemperatureHigh).",
 			unitCelsius, half,
-			query("fabric_transceiver_temperature_celsius"+sel()+
-				" * on (cluster, instance, netdev) group_left (rail) fabric_netdev_info"+sel(railM, `rail!=""`),
-				"{{instance}} {{rail}}"),
-			query("fabric_transceiver_temperature_threshold_celsius"+sel(`threshold="high_warning"`)+
-				" * on (cluster, instance, netdev) group_left (rail) fabric_netdev_info"+sel(railM, `rail!=""`),
+			query("fabric_transceiver_temperature_celsius"+railOnly, "{{instance}} {{rail}}"),
+			query("fabric_transceiver_temperature_threshold_celsius"+sel(railM, `rail!=""`, `threshold="high_warning"`),
 				"{{instance}} {{rail}} high warning"))).
 		WithPanel(stateTimelinePanel("NVLink state",
 			"NVML state of each NVLink link (absent on GPUs without NVLink, like PCIe-only cards). Alert NVLinkDown.",

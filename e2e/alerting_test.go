@@ -372,6 +372,7 @@ func TestAlertingEndToEnd(t *testing.T) {
 	cfg.For.Short, cfg.For.Medium, cfg.For.Long = "2s", "3s", "5s"
 	cfg.PauseStormWindow, cfg.FlapWindow = "15s", "30s"
 	cfg.RailHistoryInterval, cfg.ErrorCounterInterval = "5s", "5s" // the slow groups at lab speed (2m, 1m in production)
+	cfg.WarningInterval = "2s"                                     // the warning groups (1m in production) slower than the 1s evaluation
 	rules, err := alerts.Render(cfg)
 	if err != nil {
 		t.Fatal(err)
