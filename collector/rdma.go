@@ -65,6 +65,14 @@ var legacyCounters = map[string]string{
 	"port_multicast_rcv_packets":  "multicast_rcv_packets",
 }
 
+// retransmissionCounters are the hw_counters of RoCE retransmission-class
+// events that fabric_rdma_retransmission_events_total adds up (the
+// RoCERetransmissions page reads that one series per rail instead of six).
+var retransmissionCounters = map[string]bool{
+	"local_ack_timeout_err": true, "packet_seq_err": true, "out_of_sequence": true,
+	"implied_nak_seq_err": true, "roce_adp_retrans": true, "req_transport_retries_exceeded": true,
+}
+
 // maxDynamicNames bounds how many distinct hw_counter or unknown counter
 // names one collector turns into metric names.
 const maxDynamicNames = 512
@@ -79,7 +87,7 @@ type rdmaCollector struct {
 	filter  Filter
 	buf     [sysfs.MaxAttrSize]byte
 
-	portInfo, portUp, portRate, deviceInfo, lifespan, railInfo, railPresent *exposition.Family
+	portInfo, portUp, portRate, deviceInfo, lifespan, railInfo, railPresent, retrans *exposition.Family
 }
 
 type ibPort struct {
@@ -90,8 +98,10 @@ type ibPort struct {
 	counters  []counterFile
 	// listErr is set while a counter directory could not be listed; the
 	// port's counters are then listed again on every scrape.
-	listErr  error
-	up, rate *exposition.Series
+	listErr           error
+	up, rate, retrans *exposition.Series
+	// events sums the port's retransmission-class hw counters.
+	events eventSum
 	// rail is the rail label the port's series were bound with ("" for
 	// none); they are bound again when the port's rail changes.
 	rail string
@@ -138,6 +148,11 @@ func newRDMACollector(env Env, o *Options) (Collector, error) {
 			gauge, "rail", "device", "port", "netdev"),
 		railPresent: env.Families.NewFamily("fabric_rail_device_present", "1 if the RDMA port of the rail exists now, 0 if it disappeared.",
 			gauge, "rail", "device", "port"),
+		retrans: env.Families.NewFamily("fabric_rdma_retransmission_events_total",
+			"RoCE retransmission-class events of the port: the hw counters local_ack_timeout_err, packet_seq_err, out_of_sequence, implied_nak_seq_err, "+
+				"roce_adp_retrans and req_transport_retries_exceeded that it has, added up by the exporter (it starts at their sum and adds each one's increase, "+
+				"across 32-bit wraps); absent when the port has none of them.",
+			prometheus.CounterValue, "device", "port", "rail"),
 	}
 	return c, nil
 }
@@ -226,11 +241,12 @@ func (c *rdmaCollector) scanDevice(name, dir string, rails []Rail) (*ibDevice, e
 		}
 		pd := filepath.Join(dir, "ports", p)
 		rail := railOfPort(rails, name, p)
-		port := &ibPort{num: p, numInt: n, dir: pd, rail: rail, up: c.portUp.With(name, p, rail), rate: c.portRate.With(name, p, rail),
+		port := &ibPort{num: p, numInt: n, dir: pd, rail: rail, up: c.portUp.With(name, p, rail), rate: c.portRate.With(name, p, rail), retrans: c.retrans.With(name, p, rail),
 			statePath: filepath.Join(pd, "state"), physPath: filepath.Join(pd, "phys_state"), ratePath: filepath.Join(pd, "rate")}
 		port.linkLayer, _ = c.reader.ReadString(filepath.Join(pd, "link_layer"))
 		c.reader.Forget(filepath.Join(pd, "link_layer"))
 		port.counters, port.listErr = c.scanCounters(pd, name, p, rail)
+		port.bindSums(nil)
 		if port.listErr != nil {
 			c.listFailed(name, port)
 		}
@@ -313,6 +329,29 @@ func (c *rdmaCollector) scanCounters(portDir, dev, port, rail string) ([]counter
 	return out, listErr
 }
 
+// bindSums points the port's retransmission-class hw counters at its event
+// sum. Counters listed again keep their last value from old, so that
+// listing them again adds only what they counted since.
+func (p *ibPort) bindSums(old []counterFile) {
+	prev := make(map[string]*counterFile, len(old))
+	for i := range old {
+		if old[i].sum != nil {
+			prev[old[i].path] = &old[i]
+		}
+	}
+	for i := range p.counters {
+		ctr := &p.counters[i]
+		dir, name := filepath.Split(ctr.path)
+		if filepath.Base(dir) != "hw_counters" || !retransmissionCounters[name] {
+			continue
+		}
+		ctr.sum = &p.events
+		if o := prev[ctr.path]; o != nil {
+			ctr.last, ctr.seen = o.last, o.seen
+		}
+	}
+}
+
 func (c *rdmaCollector) listFailed(dev string, p *ibPort) {
 	c.env.ReadErrors.Inc()
 	c.env.Once.Warn("list:"+p.dir, "msg", "cannot list RDMA port counters; retrying every scrape", "device", dev, "port", p.num, "err", p.listErr)
@@ -332,7 +371,9 @@ func (c *rdmaCollector) relist(d *ibDevice, p *ibPort) {
 		c.listFailed(d.name, p)
 		return
 	}
+	old := p.counters
 	p.counters, p.listErr = ctrs, nil
+	p.bindSums(old)
 	if c.env.Once.Clear(key) {
 		level.Info(c.env.Logger).Log("msg", "RDMA port counters listed", "device", d.name, "port", p.num, "counters", len(ctrs))
 	}
@@ -376,6 +417,10 @@ func (c *rdmaCollector) collectDevice(d *ibDevice, rails []Rail, b *exposition.B
 			}
 		}
 		gone := addCounters(c.env, c.reader, c.buf[:], p.counters, b)
+		if p.events.read {
+			b.Add(p.retrans, p.events.total)
+			p.events.read = false
+		}
 		if gone > 0 && gone == len(p.counters) {
 			return false
 		}
@@ -390,6 +435,7 @@ func (c *rdmaCollector) rebind(d *ibDevice, p *ibPort, rail string) {
 	p.rail = rail
 	p.up = c.portUp.With(d.name, p.num, rail)
 	p.rate = c.portRate.With(d.name, p.num, rail)
+	p.retrans = c.retrans.With(d.name, p.num, rail)
 	for i := range p.counters {
 		p.counters[i].series = p.counters[i].series.Family().With(d.name, p.num, rail)
 	}

@@ -420,3 +420,57 @@ func TestRDMARebindsWhenRailChanges(t *testing.T) {
 		t.Error("mlx5_0 was scanned again; the test means its cached series to be bound again")
 	}
 }
+
+// fabric_rdma_retransmission_events_total adds up the port's six
+// retransmission-class hw counters (fixture mlx5_0: local_ack_timeout_err
+// 2705 + roce_adp_retrans 3), follows their increases, counts a 32-bit wrap
+// of one of them as the events it counted (not as a reset of the sum), and
+// is absent on ports without such counters (mlx4_0).
+func TestRDMARetransmissionEventSum(t *testing.T) {
+	sys := copyTree(t, fixtureSys)
+	c, _ := newTestRDMA(t, fixtureOptions(t, sys))
+	hw := filepath.Join(sys, "class", "infiniband", "mlx5_0", "ports", "1", "hw_counters")
+	sum := func() map[string]float64 {
+		t.Helper()
+		out := map[string]float64{}
+		for k, v := range updateValues(t, c) {
+			if strings.HasPrefix(k, "fabric_rdma_retransmission_events_total{") {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	want := func(mlx50 float64) {
+		t.Helper()
+		got := sum()
+		exp := map[string]float64{
+			"fabric_rdma_retransmission_events_total{mlx5_0,1,mlx5_0}": mlx50,
+			"fabric_rdma_retransmission_events_total{mlx5_3,1,mlx5_3}": 3, // roce_adp_retrans
+		}
+		if len(got) != len(exp) {
+			t.Fatalf("series %v, want %v", got, exp)
+		}
+		for k, v := range exp {
+			if got[k] != v {
+				t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
+			}
+		}
+	}
+	want(2708)
+	testenv.RewriteFile(t, filepath.Join(hw, "packet_seq_err"), "10\n")
+	want(2718)
+	testenv.RewriteFile(t, filepath.Join(hw, "local_ack_timeout_err"), "4294967290\n") // +4294964585
+	want(4294967303)
+	testenv.RewriteFile(t, filepath.Join(hw, "local_ack_timeout_err"), "4\n") // wrapped: +10
+	want(4294967313)
+	// A counter listed again (a failed listing retried) keeps its last value.
+	d, err := c.devices.Get("mlx5_0", func(string) (*ibDevice, error) { return nil, errors.New("not cached") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := d.ports[0]
+	p.listErr = errors.New("listing failed before")
+	c.relist(d, p)
+	testenv.RewriteFile(t, filepath.Join(hw, "roce_adp_retrans"), "5\n") // +2
+	want(4294967315)
+}
