@@ -132,7 +132,7 @@ func newBoard(c alerts.Config, o boardOpts) *dashboard.DashboardBuilder {
 			Label("Data source").
 			Type("prometheus")).
 		WithVariable(queryVar("cluster", "Cluster", "label_values(up, cluster)")).
-		WithVariable(queryVar("instance", "Instance", `label_values(fabric_exporter_build_info{cluster=~"$cluster"}, instance)`))
+		WithVariable(nodeVar())
 	if o.rail {
 		b.WithVariable(queryVar("rail", "Rail", `label_values(fabric_rail_info{cluster=~"$cluster", instance=~"$instance"}, rail)`))
 	}
@@ -188,6 +188,25 @@ func queryVar(name, label, query string) *dashboard.QueryVariableBuilder {
 			Text:     dashboard.StringOrArrayOfString{String: &all},
 			Value:    dashboard.StringOrArrayOfString{String: &allValue},
 		})
+}
+
+// nodeVar is the instance variable: multi-value without "All", so that
+// Grafana opens the dashboard on the first node. On a fleet, "All" draws
+// every rail or GPU of every node in each panel (4,000 lines at 500 nodes)
+// and costs 0.4-1.3 CPU s per panel on Prometheus 2.42; one node costs
+// under 0.02 s (docs/benchmarks.md, "Fleet scale"). Select several nodes
+// to compare them.
+func nodeVar() *dashboard.QueryVariableBuilder {
+	q := `label_values(fabric_exporter_build_info{cluster=~"$cluster"}, instance)`
+	return dashboard.NewQueryVariableBuilder("instance").
+		Label("Instance").
+		Datasource(datasource()).
+		Query(dashboard.StringOrMap{String: &q}).
+		Definition(q).
+		Refresh(dashboard.VariableRefreshOnDashboardLoad).
+		Sort(dashboard.VariableSortAlphabeticalAsc).
+		Multi(true).
+		IncludeAll(false)
 }
 
 // builtInAnnotation is Grafana's own "Annotations & Alerts" query.
