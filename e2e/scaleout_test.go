@@ -126,7 +126,19 @@ scrape_configs:
 	// The recording rules, evaluated by vmalert and written back, and every
 	// dashboard query through VictoriaMetrics' query API.
 	waitFor(t, 90*time.Second, "recorded rail series", func() bool {
-		n, err := p.count(`rail:fabric_rdma_bits:rate1m{cluster="lab"}`)
+		n, err := p.count(`rail:fabric_rdma_transmitted_bits:rate1m{cluster="lab"}`)
+		return err == nil && n == 2
+	})
+	// The groups of warnings and fleet records run every warningInterval
+	// (1m): vmalert starts each group at a hash-based offset within its
+	// interval, its first evaluation may come before the every-round records
+	// it reads exist, and a record that reads an earlier record of its own
+	// group sees it one evaluation later (vmalert reads them back through
+	// VictoriaMetrics; Prometheus sees them in the same evaluation). Utilization is the
+	// end of such a chain (bits/s, link speed, their ratio): allow three
+	// intervals and a half.
+	waitFor(t, 210*time.Second, "records of the minute groups", func() bool {
+		n, err := p.count(`rail:fabric_rdma_transmit_utilization:ratio_rate1m{cluster="lab"}`)
 		return err == nil && n == 2
 	})
 	end := time.Now().Truncate(time.Second)
