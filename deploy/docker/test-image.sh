@@ -218,9 +218,9 @@ want() { # want DESCRIPTION REGEXP
 }
 want "rail mlx5_0 on eth0" '^fabric_rail_info\{device="mlx5_0",netdev="eth0",port="1",rail="mlx5_0"\} 1$'
 want "rail mlx5_3 on eth3" '^fabric_rail_info\{device="mlx5_3",netdev="eth3",port="1",rail="mlx5_3"\} 1$'
-want "RDMA transmitted bytes of mlx5_0" '^fabric_rdma_port_transmitted_bytes_total\{device="mlx5_0",port="1"\} [0-9.e+]+$'
-want "RDMA transmitted bytes of mlx5_3" '^fabric_rdma_port_transmitted_bytes_total\{device="mlx5_3",port="1"\} [0-9.e+]+$'
-want "PFC pause counters from the ethtool fixtures" '^fabric_pfc_pause_frames_total\{direction="rx",netdev="eth0",priority="3"\} [0-9]+$'
+want "RDMA transmitted bytes of mlx5_0" '^fabric_rdma_port_transmitted_bytes_total\{device="mlx5_0",port="1",rail="mlx5_0"\} [0-9.e+]+$'
+want "RDMA transmitted bytes of mlx5_3" '^fabric_rdma_port_transmitted_bytes_total\{device="mlx5_3",port="1",rail="mlx5_3"\} [0-9.e+]+$'
+want "PFC pause counters from the ethtool fixtures" '^fabric_pfc_pause_frames_total\{direction="rx",netdev="eth0",priority="3",rail="mlx5_0"\} [0-9]+$'
 want "GPU fixture" '^fabric_gpu_info\{.*gpu="7"'
 for c in rdma netdev pfc gpu; do
   want "collector $c succeeded" "^fabric_scrape_collector_success\\{collector=\"$c\"\\} 1$"
