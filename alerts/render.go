@@ -120,8 +120,10 @@ func ParseConfig(b []byte) (Config, error) {
 }
 
 // retransCounters are the hw_counters of the retransmission class, the
-// first numRetrans summed into the retransmission rate, then the
-// congestion notifications, recorded alongside.
+// first numRetrans being those the exporter adds up into
+// fabric_rdma_retransmission_events_total (what RoCERetransmissions reads;
+// a collector test checks the two lists agree), then the congestion
+// notifications. The dashboards chart each.
 var retransCounters = [...]string{"local_ack_timeout_err", "packet_seq_err", "out_of_sequence", "implied_nak_seq_err", "roce_adp_retrans", "req_transport_retries_exceeded",
 	"np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored"}
 
@@ -131,6 +133,10 @@ const numRetrans = 6
 // copy): those summed into the retransmission rate, then the congestion
 // notifications.
 func RetransCounters() []string { return slices.Clone(retransCounters[:]) }
+
+// RetransmissionEventCounters returns the hw_counters whose sum is
+// fabric_rdma_retransmission_events_total (a copy).
+func RetransmissionEventCounters() []string { return slices.Clone(retransCounters[:numRetrans]) }
 
 // gpuFields are the ratio fields averaged per node.
 var gpuFields = [...]string{"graphics_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active"}
@@ -152,7 +158,7 @@ func Render(c Config) ([]byte, error) {
 	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 	data := map[string]any{
 		"W": c.RateWindow, "C": c.ClusterLabel, "Sel": c.ExporterSelector, "SGLang": Matchers(c.SGLangSelector), "Runbook": c.RunbookURL,
-		"RetransCounters": RetransCounters(), "RetransEvents": slices.Clone(retransCounters[:numRetrans]), "RetransRegexp": strings.Join(retransCounters[:numRetrans], "|"), "GPUFields": GPUFields(),
+		"GPUFields":             GPUFields(),
 		"ExpectedRailSpeedBits": num(c.ExpectedRailSpeedBytes * 8), "ExpectedRailSpeedGbit": num(c.ExpectedRailSpeedBytes * 8 / 1e9),
 		"RailLinkFlapChanges": num(c.RailLinkFlapChanges), "RailTCPFallbackMinBits": num(c.RailTCPFallbackMinBits),
 		"RailTCPFallbackMaxRDMABits": num(c.RailTCPFallbackMaxRDMABits), "NonRailNICMaxBits": num(c.NonRailNICMaxBits),

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/fabric-exporter/fabric_exporter/alerts"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
@@ -473,4 +474,18 @@ func TestRDMARetransmissionEventSum(t *testing.T) {
 	c.relist(d, p)
 	testenv.RewriteFile(t, filepath.Join(hw, "roce_adp_retrans"), "5\n") // +2
 	want(4294967315)
+}
+
+// The counters the exporter adds up are the ones the rules and the
+// RoCERetransmissions runbook name as the retransmission class.
+func TestRetransmissionCountersMatchRules(t *testing.T) {
+	want := alerts.RetransmissionEventCounters()
+	if len(want) != len(retransmissionCounters) {
+		t.Fatalf("exporter sums %d counters, the rules name %d: %v", len(retransmissionCounters), len(want), want)
+	}
+	for _, c := range want {
+		if !retransmissionCounters[c] {
+			t.Errorf("the rules name %s; the exporter does not add it up", c)
+		}
+	}
 }
