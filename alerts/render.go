@@ -157,8 +157,7 @@ func Matchers(m string) string {
 func Render(c Config) ([]byte, error) {
 	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 	data := map[string]any{
-		"W": c.RateWindow, "C": c.ClusterLabel, "Sel": c.ExporterSelector, "SGLang": Matchers(c.SGLangSelector), "Runbook": c.RunbookURL,
-		"GPUFields":             GPUFields(),
+		"W": c.RateWindow, "C": c.ClusterLabel, "Sel": c.ExporterSelector, "SGLang": Matchers(c.SGLangSelector), "Runbook": c.RunbookURL, "GPUFields": GPUFields(),
 		"ExpectedRailSpeedBits": num(c.ExpectedRailSpeedBytes * 8), "ExpectedRailSpeedGbit": num(c.ExpectedRailSpeedBytes * 8 / 1e9),
 		"RailLinkFlapChanges": num(c.RailLinkFlapChanges), "RailTCPFallbackMinBits": num(c.RailTCPFallbackMinBits),
 		"RailTCPFallbackMaxRDMABits": num(c.RailTCPFallbackMaxRDMABits), "NonRailNICMaxBits": num(c.NonRailNICMaxBits),
