@@ -9,6 +9,7 @@ import (
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
@@ -108,9 +109,8 @@ func copyTree(t testing.TB, src string) string {
 	return dst
 }
 
-// scrapeSamples runs c once and returns the label sets of the samples of
-// the family name.
-func scrapeSamples(t testing.TB, c Collector, name string) []map[string]string {
+// gather runs c once through client_golang and returns its families.
+func gather(t testing.TB, c Collector) []*dto.MetricFamily {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(updater{c: c})
@@ -118,8 +118,15 @@ func scrapeSamples(t testing.TB, c Collector, name string) []map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return mfs
+}
+
+// scrapeSamples runs c once and returns the label sets of the samples of
+// the family name.
+func scrapeSamples(t testing.TB, c Collector, name string) []map[string]string {
+	t.Helper()
 	var out []map[string]string
-	for _, mf := range mfs {
+	for _, mf := range gather(t, c) {
 		if mf.GetName() != name {
 			continue
 		}

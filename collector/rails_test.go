@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestDefaultRails(t *testing.T) {
@@ -190,14 +188,8 @@ func TestParseRail(t *testing.T) {
 // fabric_rdma_device_info).
 func railLabels(t *testing.T, c Collector) map[string]map[string]string {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(updater{c: c})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]map[string]string{}
-	for _, mf := range mfs {
+	for _, mf := range gather(t, c) {
 		if strings.HasPrefix(mf.GetName(), "fabric_rail_") || mf.GetName() == "fabric_rdma_device_info" {
 			continue
 		}
