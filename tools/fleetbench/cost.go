@@ -173,16 +173,7 @@ func measureCost(p *prom, pid int, cfgPath string, n int, interval time.Duration
 					return nil, nil, err
 				}
 			}
-			v := url.Values{"query": {e}}
-			path := "/api/v1/query_range"
-			if q.Instant {
-				path = "/api/v1/query"
-				v.Set("time", fmt.Sprint(T.Unix()))
-			} else {
-				v.Set("start", fmt.Sprint(T.Add(-5*time.Minute).Unix()))
-				v.Set("end", fmt.Sprint(T.Unix()))
-				v.Set("step", "15")
-			}
+			path, v := panelQuery(e, q.Instant, T)
 			cpu, wall, series, err := measureQ(path, v)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s / %s: %v", q.Dashboard, q.Panel, err)
@@ -192,4 +183,18 @@ func measureCost(p *prom, pid int, cfgPath string, n int, interval time.Duration
 	}
 	sort.SliceStable(qc, func(i, j int) bool { return qc[i].CPUS > qc[j].CPUS })
 	return out, qc, nil
+}
+
+// panelQuery is the API request of a dashboard query as a panel asks it at
+// end: an instant query, or a range query over 5 minutes at a 15 s step.
+func panelQuery(expr string, instant bool, end time.Time) (path string, v url.Values) {
+	v = url.Values{"query": {expr}}
+	if instant {
+		v.Set("time", fmt.Sprint(end.Unix()))
+		return "/api/v1/query", v
+	}
+	v.Set("start", fmt.Sprint(end.Add(-5*time.Minute).Unix()))
+	v.Set("end", fmt.Sprint(end.Unix()))
+	v.Set("step", "15")
+	return "/api/v1/query_range", v
 }

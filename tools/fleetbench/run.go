@@ -10,7 +10,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -287,7 +286,7 @@ scrape_configs:
 	}
 
 	// Dashboard queries: 5-minute range, 15 s step, one at a time; for
-	// every instance (the dashboards' default "All") and for one.
+	// every instance ("All") and for one (the dashboards' default).
 	end := time.Now()
 	instant := map[int]bool{}
 	one := dashboards.DefaultValues()
@@ -303,20 +302,7 @@ scrape_configs:
 		instant[len(todo)-1], instant[len(todo)-2] = q.Instant, q.Instant
 	}
 	for i, qs := range todo {
-		q := struct {
-			Expr    string
-			Instant bool
-		}{qs.Expr, instant[i]}
-		v := url.Values{"query": {q.Expr}}
-		path := "/api/v1/query_range"
-		if q.Instant {
-			path = "/api/v1/query"
-			v.Set("time", fmt.Sprint(end.Unix()))
-		} else {
-			v.Set("start", fmt.Sprint(end.Add(-5*time.Minute).Unix()))
-			v.Set("end", fmt.Sprint(end.Unix()))
-			v.Set("step", "15")
-		}
+		path, v := panelQuery(qs.Expr, instant[i], end)
 		t0 := time.Now()
 		n, err := p.count(path, v)
 		qs.Seconds = time.Since(t0).Seconds()
