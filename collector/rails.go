@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -70,6 +71,13 @@ type Rails struct {
 	reader   *sysfs.Reader
 	links    map[string]string   // class/infiniband/<dev> -> its link target
 	ethPorts map[string][]string // default rails: Ethernet ports per device
+	// everUp holds the default-rail ports (device:port) seen up since the
+	// exporter started: a port becomes a rail when it first comes up, so
+	// the uncabled ports of a dual-port HCA (DOWN from boot) are never
+	// rails, and a rail that goes down stays one.
+	everUp map[string]bool
+	// missing lists the --rail ports that did not exist at start-up.
+	missing []string
 	// known holds every rail seen since startup with its last known
 	// labels: a rail whose port disappears stays, not present.
 	known map[string]Rail
@@ -78,10 +86,14 @@ type Rails struct {
 // maxKnownRails bounds how many vanished rails are remembered.
 const maxKnownRails = 256
 
-// NewRails returns the rail resolver. With static rails it checks that every
-// named device and port exists now and fails with a clear message otherwise.
+// NewRails returns the rail resolver. Static rails are checked for names
+// given twice and ports named twice (errors); a named device or port that
+// does not exist now is not an error: the rail is reported as not present
+// (fabric_rail_device_present 0, which pages as RailLinkDown) and
+// StartupWarnings says why, so that a node whose HCA is missing at boot
+// raises the rail page instead of only FabricExporterDown.
 func NewRails(sysfsRoot string, static []RailConfig) (*Rails, error) {
-	r := &Rails{sysfs: sysfsRoot, static: static, reader: sysfs.NewReaderIn(sysfsRoot), links: map[string]string{}, ethPorts: map[string][]string{}, known: map[string]Rail{}}
+	r := &Rails{sysfs: sysfsRoot, static: static, reader: sysfs.NewReaderIn(sysfsRoot), links: map[string]string{}, ethPorts: map[string][]string{}, known: map[string]Rail{}, everUp: map[string]bool{}}
 	seen := map[string]bool{}
 	ports := map[string]string{} // device:port -> rail name
 	for _, rc := range static {
@@ -94,6 +106,8 @@ func NewRails(sysfsRoot string, static []RailConfig) (*Rails, error) {
 			return nil, fmt.Errorf("rails %q and %q name the same RDMA port %s: give each port one rail name", other, rc.Name, key)
 		}
 		ports[key] = rc.Name
+	}
+	for _, rc := range static {
 		portDir := filepath.Join(r.ibDir(), rc.Device, "ports", strconv.Itoa(rc.Port))
 		if _, err := sysfs.ListDir(filepath.Join(r.ibDir(), rc.Device), false); err != nil {
 			devs, _ := sysfs.ListDir(r.ibDir(), false)
@@ -101,14 +115,17 @@ func NewRails(sysfsRoot string, static []RailConfig) (*Rails, error) {
 			if len(devs) > 0 {
 				found = strings.Join(devs, ", ")
 			}
-			return nil, fmt.Errorf("rail %q: RDMA device %q not found in %s (found: %s)", rc.Name, rc.Device, r.ibDir(), found)
-		}
-		if _, err := sysfs.ListDir(portDir, false); err != nil {
-			return nil, fmt.Errorf("rail %q: RDMA device %q has no port %d (%s)", rc.Name, rc.Device, rc.Port, portDir)
+			r.missing = append(r.missing, fmt.Sprintf("rail %q: RDMA device %q not found in %s (found: %s); reported as not present until it appears", rc.Name, rc.Device, r.ibDir(), found))
+		} else if _, err := sysfs.ListDir(portDir, false); err != nil {
+			r.missing = append(r.missing, fmt.Sprintf("rail %q: RDMA device %q has no port %d (%s); reported as not present until it appears", rc.Name, rc.Device, rc.Port, portDir))
 		}
 	}
 	return r, nil
 }
+
+// StartupWarnings returns why --rail ports were missing at start-up (the
+// command logs them as warnings).
+func (r *Rails) StartupWarnings() []string { return r.missing }
 
 func (r *Rails) ibDir() string { return filepath.Join(r.sysfs, "class", "infiniband") }
 
@@ -183,6 +200,9 @@ func (r *Rails) resolve() []Rail {
 				}
 				n, _ := strconv.Atoi(p)
 				portDir := filepath.Join(devDir, "ports", p)
+				if !r.cameUp(dev+":"+p, portDir) {
+					continue // never up since start (uncabled, disabled): not a rail yet
+				}
 				out = append(out, Rail{Name: name, Device: dev, Port: p, Present: true, Netdev: portNetdev(r.reader, devDir, portDir, n)})
 			}
 		}
@@ -215,6 +235,28 @@ func (r *Rails) resolve() []Rail {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// cameUp reports whether a default-rail port has been up since the
+// exporter started: its state ACTIVE or its physical state LinkUp now or at
+// an earlier scrape. Only ports not yet seen up are read (a few bytes each).
+func (r *Rails) cameUp(key, portDir string) bool {
+	if r.everUp[key] {
+		return true
+	}
+	var buf [64]byte
+	up := false
+	if b, err := r.reader.Read(portDir+"/state", buf[:]); err == nil && bytes.HasSuffix(b, []byte("ACTIVE")) {
+		up = true
+	} else if b, err := r.reader.Read(portDir+"/phys_state", buf[:]); err == nil && bytes.HasSuffix(b, []byte("LinkUp")) {
+		up = true
+	}
+	if up && len(r.everUp) < maxKnownRails {
+		r.everUp[key] = true
+		r.reader.Forget(portDir + "/state")
+		r.reader.Forget(portDir + "/phys_state")
+	}
+	return up
 }
 
 // linkChanged reports whether the class link of a device changed since the

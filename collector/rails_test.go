@@ -53,8 +53,6 @@ func TestStaticRailErrors(t *testing.T) {
 		cfg  []RailConfig
 		want string
 	}{
-		{[]RailConfig{{"rail0", "mlx5_9", 1}}, `rail "rail0": RDMA device "mlx5_9" not found in fixtures/sys/class/infiniband (found: i40iw0, mlx4_0, mlx5_0, mlx5_3)`},
-		{[]RailConfig{{"rail0", "mlx5_0", 2}}, `rail "rail0": RDMA device "mlx5_0" has no port 2`},
 		{[]RailConfig{{"a", "mlx5_0", 1}, {"a", "mlx5_3", 1}}, `rail "a" is given twice`},
 		{[]RailConfig{{"a", "mlx5_0", 1}, {"b", "mlx5_0", 1}}, `rails "a" and "b" name the same RDMA port mlx5_0:1: give each port one rail name`},
 	} {
@@ -63,9 +61,111 @@ func TestStaticRailErrors(t *testing.T) {
 			t.Errorf("NewRails(%+v) = %v, want %q", tc.cfg, err, tc.want)
 		}
 	}
-	_, err := NewRails(t.TempDir(), []RailConfig{{"rail0", "mlx5_0", 1}})
-	if err == nil || !strings.Contains(err.Error(), "(found: none)") {
-		t.Errorf("NewRails on a host without RDMA = %v", err)
+}
+
+// A --rail whose HCA or port is missing at start-up does not stop the
+// exporter: the rail is reported as not present (RailLinkDown pages) and
+// the start-up warning says what was looked for; when the device appears,
+// the rail is present without a restart.
+func TestStaticRailMissingAtStartup(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  []RailConfig
+		want string
+	}{
+		{[]RailConfig{{"rail0", "mlx5_9", 1}}, `rail "rail0": RDMA device "mlx5_9" not found in fixtures/sys/class/infiniband (found: i40iw0, mlx4_0, mlx5_0, mlx5_3)`},
+		{[]RailConfig{{"rail0", "mlx5_0", 2}}, `rail "rail0": RDMA device "mlx5_0" has no port 2`},
+	} {
+		rs, err := NewRails(fixtureSys, tc.cfg)
+		if err != nil {
+			t.Fatalf("NewRails(%+v) = %v, want no error", tc.cfg, err)
+		}
+		if w := rs.StartupWarnings(); len(w) != 1 || !strings.HasPrefix(w[0], tc.want) {
+			t.Errorf("NewRails(%+v) warnings = %q, want %q", tc.cfg, w, tc.want)
+		}
+		if got := rs.Current(context.Background()); len(got) != 1 || got[0].Present || got[0].Name != "rail0" {
+			t.Errorf("NewRails(%+v) rails = %+v, want rail0 not present", tc.cfg, got)
+		}
+	}
+	rs, err := NewRails(t.TempDir(), []RailConfig{{"rail0", "mlx5_0", 1}})
+	if err != nil || len(rs.StartupWarnings()) != 1 || !strings.Contains(rs.StartupWarnings()[0], "(found: none)") {
+		t.Errorf("NewRails on a host without RDMA = %v, %q", err, rs.StartupWarnings())
+	}
+
+	// The device appears later: present, with its netdev.
+	sys := copyTree(t, fixtureSys)
+	link := filepath.Join(sys, "class", "infiniband", "mlx5_3")
+	target, err := os.Readlink(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(link)
+	rs, err = NewRails(sys, []RailConfig{{"rail0", "mlx5_0", 1}, {"rail1", "mlx5_3", 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rs.Current(context.Background()); len(got) != 2 || got[1].Present || !got[0].Present {
+		t.Fatalf("rails before the device appears = %+v", got)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if got := rs.Current(context.Background()); len(got) != 2 || !got[1].Present || got[1].Netdev != "eth3" {
+		t.Errorf("rails after the device appears = %+v, want rail1 present on eth3", got)
+	}
+}
+
+// Default rails: an Ethernet port becomes a rail when it first comes up
+// (state ACTIVE or physical state LinkUp). The uncabled ports of a dual-port
+// HCA, DOWN from boot, are no rails; a rail that goes down stays one; a
+// port that comes up later becomes one.
+func TestDefaultRailsOnlyPortsThatCameUp(t *testing.T) {
+	sys := copyTree(t, fixtureSys)
+	port := filepath.Join(sys, "class", "infiniband", "mlx5_3", "ports", "1")
+	write := func(name, v string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(port, name), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(rs []Rail) (out []string) {
+		for _, r := range rs {
+			out = append(out, r.Name)
+		}
+		return out
+	}
+	// mlx5_3 port 1 is uncabled from boot: DOWN, Polling (no signal).
+	write("state", "1: DOWN")
+	write("phys_state", "2: Polling")
+	rs, err := NewRails(sys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(rs.Current(context.Background())); strings.Join(got, ",") != "mlx5_0" {
+		t.Fatalf("rails with mlx5_3 never up = %v, want [mlx5_0]", got)
+	}
+	// Disabled as well.
+	write("phys_state", "3: Disabled")
+	if got := names(rs.Current(context.Background())); strings.Join(got, ",") != "mlx5_0" {
+		t.Fatalf("rails with mlx5_3 disabled = %v, want [mlx5_0]", got)
+	}
+	// The physical link comes up (the logical state follows a moment later).
+	write("phys_state", "5: LinkUp")
+	if got := names(rs.Current(context.Background())); strings.Join(got, ",") != "mlx5_0,mlx5_3" {
+		t.Fatalf("rails after mlx5_3 came up = %v", got)
+	}
+	// It goes down again: still a rail (RailLinkDown's business).
+	write("state", "1: DOWN")
+	write("phys_state", "3: Disabled")
+	got := rs.Current(context.Background())
+	if strings.Join(names(got), ",") != "mlx5_0,mlx5_3" || !got[1].Present || got[1].Netdev != "eth3" {
+		t.Fatalf("rails after mlx5_3 went down = %+v, want it kept, present, on eth3", got)
+	}
+	// A port up from the start is a rail at once (state ACTIVE alone).
+	write("state", "4: ACTIVE")
+	write("phys_state", "")
+	rs2, _ := NewRails(sys, nil)
+	if got := names(rs2.Current(context.Background())); strings.Join(got, ",") != "mlx5_0,mlx5_3" {
+		t.Errorf("rails of a fresh resolver with mlx5_3 ACTIVE = %v", got)
 	}
 }
 

@@ -466,7 +466,6 @@ func TestBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--path.sysfs=" + fixtureSys, "--rail=rail0=mlx5_9"}, `RDMA device \"mlx5_9\" not found`},
 		{[]string{"--path.sysfs=" + fixtureSys, "--rail=oops"}, `want NAME=DEVICE[:PORT]`},
 		{[]string{"--path.sysfs=" + fixtureSys, "--rail=a=mlx5_0", "--rail=b=mlx5_0"}, `rails \"a\" and \"b\" name the same RDMA port mlx5_0:1`},
 		{[]string{"--collector.rdma.device-include=(", "--path.sysfs=" + fixtureSys}, `device-include`},
@@ -488,6 +487,26 @@ func TestBadFlags(t *testing.T) {
 		if !strings.Contains(string(out), tc.want) {
 			t.Errorf("%v: output %q lacks %q", tc.args, out, tc.want)
 		}
+	}
+}
+
+// A --rail whose HCA is missing at start-up does not stop the exporter
+// (the node would only raise FabricExporterDown, a warning): it starts,
+// warns, and reports the rail as not present, which pages as RailLinkDown.
+func TestRailMissingAtStartup(t *testing.T) {
+	addr, logs := startExporter(t, "--path.sysfs="+fixtureSys, "--rail=rail0=mlx5_0", "--rail=rail1=mlx5_9")
+	raw := get(t, "http://"+addr+"/metrics")
+	for _, want := range []string{
+		`fabric_rail_device_present{device="mlx5_9",port="1",rail="rail1"} 0`,
+		`fabric_rail_device_present{device="mlx5_0",port="1",rail="rail0"} 1`,
+		`fabric_rail_info{device="mlx5_9",netdev="",port="1",rail="rail1"} 1`,
+	} {
+		if !strings.Contains(raw, want+"\n") {
+			t.Errorf("scrape lacks %s:\n%s", want, grep(raw, "fabric_rail_"))
+		}
+	}
+	if !strings.Contains(logs.String(), `RDMA device \"mlx5_9\" not found`) {
+		t.Errorf("no start-up warning for the missing rail device:\n%s", logs)
 	}
 }
 

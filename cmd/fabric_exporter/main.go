@@ -124,6 +124,9 @@ func run(args []string) int {
 	exp.Probe()
 	if opts.Rails.Static() {
 		level.Info(logger).Log("msg", "rails from flags", "rails", strings.Join(*rails, ","))
+		for _, w := range opts.Rails.StartupWarnings() {
+			level.Warn(logger).Log("msg", "rail missing at start-up: it pages as RailLinkDown (fabric_rail_device_present 0) until it appears", "err", w)
+		}
 	}
 	mux := newMux(exp, opts, *metricsPath, *maxRequests, !*noExpMetrics, logger, *enablePprof)
 	if *enablePprof {
