@@ -18,11 +18,20 @@
 //   - upper page 00h: 147 device technology (bits 7-4 ≥ 1010b: copper, no
 //     optical monitors), 148-163 vendor name, 165-167 OUI, 168-183 part
 //     number, 184-185 revision, 196-211 serial number, 212-219 date code,
-//     220 diagnostic monitoring type (bit 2: TX power supported) — 6.3;
+//     220 diagnostic monitoring type (bit 5 temperature monitoring
+//     implemented, bit 4 supply voltage monitoring implemented, bit 3 RX
+//     power type OMA/average, bit 2 TX power supported; SFF-8636 has no bit
+//     for RX power or TX bias: they are reported for optical modules) — 6.3;
 //   - upper page 03h (absent with Flat_mem): thresholds, each high alarm,
 //     low alarm, high warning, low warning: 128-135 temperature, 144-151
 //     supply voltage, 176-183 RX power, 184-191 TX bias, 192-199 TX power
 //     — 6.4.
+//
+// Byte 220's bits as decoded by sonic-platform-common's sff8636.py
+// (sonic_xcvr/mem_maps/public, "SFF-8636 Rev 2.10a": TEMP_SUPPORT bit 5,
+// VOLTAGE_SUPPORT bit 4, TX_POWER_SUPPORT bit 2) and the ethtool utility's
+// qsfp.h (SFF8636_DIAG_TYPE_OFFSET 0xDC, RX power type 0x08, TX power 0x04;
+// Flat_mem: SFF8636_STATUS_2_OFFSET 0x02, mask 0x04).
 //
 // CMIS (OIF Common Management Interface Specification, rev 4.0 to 5.x):
 //   - lower page: 0 identifier, 1 revision (major.minor nibbles), 2 bit 7
@@ -32,8 +41,14 @@
 //     lane count in bits 3-0) — section 8.2;
 //   - upper page 00h: 129-144 vendor name, 145-147 OUI, 148-163 part number,
 //     164-165 revision, 166-181 serial number, 182-189 date code — 8.3;
-//   - page 01h: 160 supported lane monitors (bit 0 TX bias, 1 TX power, 2 RX
-//     power, bits 4-3 TX bias multiplier 1/2/4) — 8.4;
+//   - page 01h (absent with flat memory): 159 supported module monitors
+//     (bit 0 temperature, 1 supply voltage, 2-4 aux 1-3, 5 custom), 160
+//     supported lane monitors (bit 0 TX bias, 1 TX power, 2 RX power, bits
+//     4-3 TX bias multiplier 1/2/4) — 8.4.7 in CMIS 5.2 ("Supported
+//     Monitors Advertisement"); ethtool's cmis.h: CMIS_DIAG_CHAN_ADVER_OFFSET
+//     0xA0 with the masks above, CMIS_MEMORY_MODEL_OFFSET 0x02 mask 0x80;
+//     byte 159 as sonic-platform-common and CMIS 5.2 table transcriptions
+//     lay it out (TempMonSupported bit 0, VccMonSupported bit 1);
 //   - page 02h: thresholds (high alarm, low alarm, high warning, low
 //     warning): 128-135 temperature, 136-143 supply voltage, 176-183 TX
 //     power, 184-191 TX bias, 192-199 RX power — 8.5;
@@ -46,6 +61,13 @@
 //
 // A page that could not be read is left out: what it carries is absent
 // from the Module (Missing names it), the rest is decoded.
+//
+// Only what the module advertises is decoded: a monitor it does not
+// implement reads 0, which is not a measurement. CMIS modules with flat
+// memory (passive copper) advertise nothing and report no monitors and no
+// thresholds (as ethtool -m prints none); without page 01h (CMIS) or upper
+// page 00h (SFF-8636) the advertisement is unknown and the monitors absent.
+// A threshold set is decoded only for an advertised monitor.
 package optics
 
 import (
@@ -255,17 +277,34 @@ func identity(mod *Module, p []byte, vendor, oui, pn, rev, sn, date int, snLen i
 func decodeSFF8636(m *Memory, mod *Module) {
 	lo := m.Lower
 	mod.Spec, mod.SpecRevision = "SFF-8636", fmt.Sprint(lo[1])
-	mod.Temperature = Value{s16(lo, 22) / 256, true}
-	mod.Voltage = Value{u16(lo, 26) * voltageUnit, true}
-	txPower := false
-	if p := m.page(0, 0); p != nil {
-		identity(mod, p, 148, 165, 168, 184, 196, 212, 16)
-		mod.Copper = at(p, 147)[0]>>4 >= 0xa
-		txPower = at(p, 220)[0]&0x04 != 0
-	} else {
+	paged := !FlatMemory(lo)
+	p3 := m.page(3, 0)
+	p := m.page(0, 0)
+	if p == nil {
+		// Byte 220 (what is implemented) and byte 147 (copper or not)
+		// are unknown: no monitor is reported.
 		mod.Missing = append(mod.Missing, "upper page 00h")
+		if paged && p3 == nil {
+			mod.Missing = append(mod.Missing, "page 03h")
+		}
+		return
 	}
-	if !mod.Copper {
+	identity(mod, p, 148, 165, 168, 184, 196, 212, 16)
+	mod.Copper = at(p, 147)[0]>>4 >= 0xa
+	// Byte 220, Diagnostic Monitoring Type: bit 5 temperature, bit 4
+	// supply voltage monitoring implemented, bit 2 TX power supported
+	// (bit 3 is the RX power type, OMA or average; SFF-8636 has no bit for
+	// RX power or bias: they are the optical lanes' monitors).
+	diag := at(p, 220)[0]
+	temp, vcc, txPower := diag&0x20 != 0, diag&0x10 != 0, diag&0x04 != 0
+	optical := !mod.Copper
+	if temp {
+		mod.Temperature = Value{s16(lo, 22) / 256, true}
+	}
+	if vcc {
+		mod.Voltage = Value{u16(lo, 26) * voltageUnit, true}
+	}
+	if optical {
 		mod.Lanes = make([]Lane, 4)
 		for i := range mod.Lanes {
 			l := &mod.Lanes[i]
@@ -276,21 +315,24 @@ func decodeSFF8636(m *Memory, mod *Module) {
 			}
 		}
 	}
-	if FlatMemory(lo) {
+	if !paged {
 		return
 	}
-	p := m.page(3, 0)
-	if p == nil {
+	if p3 == nil {
 		mod.Missing = append(mod.Missing, "page 03h")
 		return
 	}
-	mod.TemperatureThresholds = thresholds(p, 128, 1.0/256, true)
-	mod.VoltageThresholds = thresholds(p, 144, voltageUnit, false)
-	if !mod.Copper {
-		mod.RxPowerThresholds = thresholds(p, 176, powerUnit, false)
-		mod.BiasThresholds = thresholds(p, 184, biasUnit, false)
+	if temp {
+		mod.TemperatureThresholds = thresholds(p3, 128, 1.0/256, true)
+	}
+	if vcc {
+		mod.VoltageThresholds = thresholds(p3, 144, voltageUnit, false)
+	}
+	if optical {
+		mod.RxPowerThresholds = thresholds(p3, 176, powerUnit, false)
+		mod.BiasThresholds = thresholds(p3, 184, biasUnit, false)
 		if txPower {
-			mod.TxPowerThresholds = thresholds(p, 192, powerUnit, false)
+			mod.TxPowerThresholds = thresholds(p3, 192, powerUnit, false)
 		}
 	}
 }
@@ -298,8 +340,6 @@ func decodeSFF8636(m *Memory, mod *Module) {
 func decodeCMIS(m *Memory, mod *Module) {
 	lo := m.Lower
 	mod.Spec, mod.SpecRevision = "CMIS", fmt.Sprintf("%d.%d", lo[1]>>4, lo[1]&0x0f)
-	mod.Temperature = Value{s16(lo, 14) / 256, true}
-	mod.Voltage = Value{u16(lo, 16) * voltageUnit, true}
 	mod.Firmware = fmt.Sprintf("%d.%d", lo[39], lo[40])
 	mod.Copper = lo[85] == 0x03
 	if p := m.page(0, 0); p != nil {
@@ -307,35 +347,46 @@ func decodeCMIS(m *Memory, mod *Module) {
 	} else {
 		mod.Missing = append(mod.Missing, "upper page 00h")
 	}
-	if FlatMemory(lo) || mod.Copper {
+	// Flat memory: no page 01h, so no monitor is advertised (ethtool's
+	// cmis_show_dom prints none either); the lower page's monitor bytes
+	// of such a module (passive copper) read 0.
+	if FlatMemory(lo) {
 		return
-	}
-	lanes := int(lo[88] & 0x0f)
-	if lanes < 1 || lanes > 8 {
-		lanes = 8
-		if lo[0] == 0x1e {
-			lanes = 4
-		}
 	}
 	adv := m.page(1, 0)
 	if adv == nil {
 		mod.Missing = append(mod.Missing, "page 01h")
+		return
 	}
+	// Page 01h byte 159: bit 0 temperature, bit 1 supply voltage monitor
+	// supported; byte 160: bit 0 TX bias, bit 1 TX power, bit 2 RX power
+	// monitor supported, bits 4-3 the TX bias multiplier (x1, x2, x4).
+	mods, lanesAdv := at(adv, 159)[0], at(adv, 160)[0]
+	temp, vcc := mods&0x01 != 0, mods&0x02 != 0
 	var bias, txp, rxp bool
+	if !mod.Copper {
+		bias, txp, rxp = lanesAdv&0x01 != 0, lanesAdv&0x02 != 0, lanesAdv&0x04 != 0
+	}
 	mult := 1.0
-	if adv != nil {
-		s := at(adv, 160)[0]
-		bias, txp, rxp = s&0x01 != 0, s&0x02 != 0, s&0x04 != 0
-		switch (s >> 3) & 0x03 {
-		case 1:
-			mult = 2
-		case 2:
-			mult = 4
-		}
+	switch (lanesAdv >> 3) & 0x03 {
+	case 1:
+		mult = 2
+	case 2:
+		mult = 4
+	}
+	if temp {
+		mod.Temperature = Value{s16(lo, 14) / 256, true}
+	}
+	if vcc {
+		mod.Voltage = Value{u16(lo, 16) * voltageUnit, true}
 	}
 	if th := m.page(2, 0); th != nil {
-		mod.TemperatureThresholds = thresholds(th, 128, 1.0/256, true)
-		mod.VoltageThresholds = thresholds(th, 136, voltageUnit, false)
+		if temp {
+			mod.TemperatureThresholds = thresholds(th, 128, 1.0/256, true)
+		}
+		if vcc {
+			mod.VoltageThresholds = thresholds(th, 136, voltageUnit, false)
+		}
 		if txp {
 			mod.TxPowerThresholds = thresholds(th, 176, powerUnit, false)
 		}
@@ -348,13 +399,20 @@ func decodeCMIS(m *Memory, mod *Module) {
 	} else {
 		mod.Missing = append(mod.Missing, "page 02h")
 	}
+	if !bias && !txp && !rxp {
+		return
+	}
 	mon := m.page(0x11, 0)
 	if mon == nil {
 		mod.Missing = append(mod.Missing, "page 11h")
 		return
 	}
-	if !bias && !txp && !rxp {
-		return
+	lanes := int(lo[88] & 0x0f)
+	if lanes < 1 || lanes > 8 {
+		lanes = 8
+		if lo[0] == 0x1e {
+			lanes = 4
+		}
 	}
 	mod.Lanes = make([]Lane, lanes)
 	for i := range mod.Lanes {
