@@ -2,6 +2,7 @@ package collector
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -140,6 +141,35 @@ func TestPhyAdvertisedMonitors(t *testing.T) {
 	}
 	if _, ok := v["fabric_transceiver_rx_power_watts{eth3,4,mlx5_3}"]; !ok {
 		t.Error("partial module: RX power lane 4 missing")
+	}
+}
+
+// Unpopulated (all 0) thresholds are no limits: a module whose temperature
+// thresholds are 0 would keep TransceiverTemperatureHigh firing. That set
+// is left out, the module's other sets and its temperature stay; likewise
+// the partial SFF-8636 module's bias thresholds.
+func TestPhyZeroThresholds(t *testing.T) {
+	v := phyWithModules(t, "cmis-osfp-400g-zero-temp-th.dump", "sff8636-qsfp28-partial-dom.dump")
+	for _, k := range []string{
+		"fabric_transceiver_temperature_threshold_celsius{eth0,high_warning,mlx5_0}",
+		"fabric_transceiver_temperature_threshold_celsius{eth0,low_warning,mlx5_0}",
+		"fabric_transceiver_tx_bias_threshold_amperes{eth3,high_alarm,mlx5_3}",
+	} {
+		if _, ok := v[k]; ok {
+			t.Errorf("%s present: the module left it 0", k)
+		}
+	}
+	for k, w := range map[string]float64{
+		"fabric_transceiver_temperature_celsius{eth0,mlx5_0}":                        46.25,
+		"fabric_transceiver_supply_voltage_threshold_volts{eth0,high_alarm,mlx5_0}":  3.63,
+		"fabric_transceiver_temperature_threshold_celsius{eth3,high_warning,mlx5_3}": 75,
+	} {
+		if got, ok := v[k]; !ok || math.Abs(got-w) > 1e-9 {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, w)
+		}
+	}
+	if _, ok := v["fabric_transceiver_rx_power_threshold_watts{eth0,low_warning,mlx5_0}"]; !ok {
+		t.Error("populated rx power thresholds missing")
 	}
 }
 

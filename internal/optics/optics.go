@@ -67,7 +67,8 @@
 // memory (passive copper) advertise nothing and report no monitors and no
 // thresholds (as ethtool -m prints none); without page 01h (CMIS) or upper
 // page 00h (SFF-8636) the advertisement is unknown and the monitors absent.
-// A threshold set is decoded only for an advertised monitor.
+// A threshold set is decoded only for an advertised monitor, and left out
+// when all its four values are 0 (unpopulated).
 package optics
 
 import (
@@ -255,12 +256,19 @@ func text(p []byte, from, to int) string {
 	return strings.TrimSpace(string(s))
 }
 
+// thresholds decodes one threshold set (high alarm, low alarm, high
+// warning, low warning: four 16-bit words from addr). A set whose eight
+// bytes are all 0 is unpopulated, not a limit of 0 (a temperature high
+// warning of 0 °C would make every reading an excursion): nil.
 func thresholds(p []byte, addr int, scale float64, signed bool) *Thresholds {
 	get := u16
 	if signed {
 		get = s16
 	}
 	b := at(p, addr)
+	if binary.BigEndian.Uint64(b) == 0 {
+		return nil
+	}
 	return &Thresholds{HighAlarm: get(b, 0) * scale, LowAlarm: get(b, 2) * scale, HighWarning: get(b, 4) * scale, LowWarning: get(b, 6) * scale}
 }
 

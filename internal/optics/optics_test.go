@@ -203,6 +203,7 @@ func synthetic() map[string]Memory {
 		"sff8636-qsfp56-healthy":       buildSFF8636(sffSpec{}),
 		"sff8636-qsfp28-partial-dom":   buildSFF8636(sffSpec{partial: true}),
 		"cmis-qsfpdd-passive-copper":   buildCMISCopper(),
+		"cmis-osfp-400g-zero-temp-th":  buildCMIS(cmisSpec{temp: 46.25, rx: healthyRX, zeroTempTh: true}),
 	}
 }
 
