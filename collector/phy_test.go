@@ -46,14 +46,14 @@ func TestPhyFixture(t *testing.T) {
 	c, errs := newTestPhy(t, o)
 	v := updateValues(t, c)
 	want := map[string]float64{
-		"fabric_netdev_fec_info{eth0,rs,mlx5_0}":                                                      1,
-		"fabric_netdev_fec_corrected_blocks_total{eth0,mlx5_0}":                                       1524,
-		"fabric_netdev_fec_uncorrectable_blocks_total{eth3,mlx5_3}":                                   17,
-		"fabric_transceiver_info{eth0,CMIS,OSFP,NVIDIA,MMS4X00-NS400,A6,MT2330FT01234,47.218,mlx5_0}": 1,
-		"fabric_transceiver_temperature_celsius{eth0,mlx5_0}":                                         46.25,
-		"fabric_transceiver_rx_power_watts{eth3,3,mlx5_3}":                                            0,
-		"fabric_transceiver_temperature_threshold_celsius{eth0,high_warning,mlx5_0}":                  75,
-		"fabric_transceiver_tx_bias_amperes{eth0,1,mlx5_0}":                                           0.0075,
+		"fabric_netdev_fec_info{eth0,rs,mlx5_0}":                                                          1,
+		"fabric_netdev_fec_corrected_blocks_total{eth0,mlx5_0}":                                           1524,
+		"fabric_netdev_fec_uncorrectable_blocks_total{eth3,mlx5_3}":                                       17,
+		"fabric_transceiver_info{eth0,CMIS,OSFP,NVIDIA,MMS4X00-NS400,A6,MT2330FT01234,47.218,smf,mlx5_0}": 1,
+		"fabric_transceiver_temperature_celsius{eth0,mlx5_0}":                                             46.25,
+		"fabric_transceiver_rx_power_watts{eth3,3,mlx5_3}":                                                0,
+		"fabric_transceiver_temperature_threshold_celsius{eth0,high_warning,mlx5_0}":                      75,
+		"fabric_transceiver_tx_bias_amperes{eth0,1,mlx5_0}":                                               0.0075,
 	}
 	for k, w := range want {
 		if got, ok := v[k]; !ok || got != w {
@@ -120,7 +120,7 @@ func transceiverSeries(v map[string]float64, nd string) []string {
 func TestPhyAdvertisedMonitors(t *testing.T) {
 	v := phyWithModules(t, "cmis-qsfpdd-passive-copper.dump", "sff8636-qsfp28-partial-dom.dump")
 	want := []string{
-		"fabric_transceiver_info{eth0,CMIS,QSFP-DD,NVIDIA,MCP1660-W001E30,A3,MT2251VS00123,0.0,mlx5_0}",
+		"fabric_transceiver_info{eth0,CMIS,QSFP-DD,NVIDIA,MCP1660-W001E30,A3,MT2251VS00123,0.0,passive_copper,mlx5_0}",
 		"fabric_transceiver_read_timestamp_seconds{eth0,mlx5_0}",
 	}
 	if got := transceiverSeries(v, "eth0"); !slices.Equal(got, want) {

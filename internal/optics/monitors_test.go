@@ -151,3 +151,37 @@ func TestSFF8636AdvertisementUnknownAndFlat(t *testing.T) {
 		t.Errorf("flat: %+v %+v lanes %d thresholds %v missing %v", f.Temperature, f.Voltage, len(f.Lanes), f.TemperatureThresholds, f.Missing)
 	}
 }
+
+// Media: CMIS lower byte 85, SFF-8636 upper page 00h byte 147 bits 7-4.
+func TestMedia(t *testing.T) {
+	for name, want := range map[string]string{
+		"cmis-qsfpdd-passive-copper.dump": "passive_copper",
+		"cmis-osfp-400g-healthy.dump":     "smf",
+		"sff8636-qsfp28-partial-dom.dump": "optical",
+		"sff8636-qsfp56-healthy.dump":     "optical",
+	} {
+		if got := load(t, name).Media; got != want {
+			t.Errorf("%s: media %q, want %q", name, got, want)
+		}
+	}
+	for tech, want := range map[byte]string{0x00: "optical", 0x90: "optical", 0xa0: "passive_copper", 0xb0: "passive_copper", 0xc0: "active_copper", 0xf0: "active_copper"} {
+		mem := buildSFF8636(sffSpec{})
+		mem.Upper[PageKey{0, 0}][147-128] = tech
+		m, _ := Decode(mem)
+		if m.Media != want || m.Copper != (tech >= 0xa0) || (m.Lanes == nil) != m.Copper {
+			t.Errorf("byte 147 = %02xh: media %q copper %v lanes %d, want %q", tech, m.Media, m.Copper, len(m.Lanes), want)
+		}
+	}
+	for typ, want := range map[byte]string{0x00: "", 0x01: "mmf", 0x04: "active_cable", 0x05: "base_t", 0x40: "0x40"} {
+		mem := buildCMIS(cmisSpec{temp: 30, rx: healthyRX})
+		mem.Lower[85] = typ
+		if m, _ := Decode(mem); m.Media != want {
+			t.Errorf("byte 85 = %02xh: media %q, want %q", typ, m.Media, want)
+		}
+	}
+	mem := buildSFF8636(sffSpec{})
+	delete(mem.Upper, PageKey{0, 0})
+	if m, _ := Decode(mem); m.Media != "" {
+		t.Errorf("no upper page 00h: media %q", m.Media)
+	}
+}

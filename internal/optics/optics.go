@@ -36,7 +36,8 @@
 // CMIS (OIF Common Management Interface Specification, rev 4.0 to 5.x):
 //   - lower page: 0 identifier, 1 revision (major.minor nibbles), 2 bit 7
 //     flat memory, 14-15 temperature, 16-17 supply voltage, 39-40 active
-//     firmware major.minor, 85 module type (3 = passive copper), 86-89 the
+//     firmware major.minor, 85 module media type (1 MMF, 2 SMF, 3 passive
+//     copper, 4 active cable, 5 BASE-T), 86-89 the
 //     first application advertised (88: host lane count in bits 7-4, media
 //     lane count in bits 3-0) — section 8.2;
 //   - upper page 00h: 129-144 vendor name, 145-147 OUI, 148-163 part number,
@@ -128,6 +129,12 @@ type Module struct {
 	DateCode     string
 	Firmware     string // CMIS active firmware "major.minor"; "" for SFF-8636
 	Copper       bool   // a copper cable: no optical monitors
+	// Media: CMIS module media type (lower byte 85): "mmf", "smf",
+	// "passive_copper", "active_cable", "base_t"; SFF-8636 transmitter
+	// technology (upper page 00h byte 147 bits 7-4): "optical" (0000b-
+	// 1001b, lasers), "passive_copper" (1010b, 1011b), "active_copper"
+	// (1100b-1111b). "" when undefined or unread, "0x.." when reserved.
+	Media string
 
 	Temperature Value // degrees Celsius
 	Voltage     Value // volts
@@ -158,6 +165,26 @@ const (
 var typeNames = map[uint8]string{
 	0x03: "SFP", 0x0c: "QSFP", 0x0d: "QSFP+", 0x11: "QSFP28",
 	0x18: "QSFP-DD", 0x19: "OSFP", 0x1e: "QSFP+ CMIS",
+}
+
+// cmisMedia names a CMIS module media type (lower page byte 85, SFF-8024
+// "Module Media Type"; ethtool cmis.h: CMIS_MT_MMF 01h, CMIS_MT_SMF 02h).
+func cmisMedia(t uint8) string {
+	switch t {
+	case 0x00:
+		return ""
+	case 0x01:
+		return "mmf"
+	case 0x02:
+		return "smf"
+	case 0x03:
+		return "passive_copper"
+	case 0x04:
+		return "active_cable"
+	case 0x05:
+		return "base_t"
+	}
+	return fmt.Sprintf("0x%02x", t)
 }
 
 func specOf(id uint8) int {
@@ -299,6 +326,14 @@ func decodeSFF8636(m *Memory, mod *Module) {
 	}
 	identity(mod, p, 148, 165, 168, 184, 196, 212, 16)
 	mod.Copper = at(p, 147)[0]>>4 >= 0xa
+	switch tech := at(p, 147)[0] >> 4; {
+	case tech >= 0xc:
+		mod.Media = "active_copper"
+	case tech >= 0xa:
+		mod.Media = "passive_copper"
+	default:
+		mod.Media = "optical"
+	}
 	// Byte 220, Diagnostic Monitoring Type: bit 5 temperature, bit 4
 	// supply voltage monitoring implemented, bit 2 TX power supported
 	// (bit 3 is the RX power type, OMA or average; SFF-8636 has no bit for
@@ -350,6 +385,7 @@ func decodeCMIS(m *Memory, mod *Module) {
 	mod.Spec, mod.SpecRevision = "CMIS", fmt.Sprintf("%d.%d", lo[1]>>4, lo[1]&0x0f)
 	mod.Firmware = fmt.Sprintf("%d.%d", lo[39], lo[40])
 	mod.Copper = lo[85] == 0x03
+	mod.Media = cmisMedia(lo[85])
 	if p := m.page(0, 0); p != nil {
 		identity(mod, p, 129, 145, 148, 164, 166, 182, 16)
 	} else {
