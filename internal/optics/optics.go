@@ -45,11 +45,13 @@
 //   - page 01h (absent with flat memory): 159 supported module monitors
 //     (bit 0 temperature, 1 supply voltage, 2-4 aux 1-3, 5 custom), 160
 //     supported lane monitors (bit 0 TX bias, 1 TX power, 2 RX power, bits
-//     4-3 TX bias multiplier 1/2/4) — 8.4.7 in CMIS 5.2 ("Supported
-//     Monitors Advertisement"); ethtool's cmis.h: CMIS_DIAG_CHAN_ADVER_OFFSET
-//     0xA0 with the masks above, CMIS_MEMORY_MODEL_OFFSET 0x02 mask 0x80;
-//     byte 159 as sonic-platform-common and CMIS 5.2 table transcriptions
-//     lay it out (TempMonSupported bit 0, VccMonSupported bit 1);
+//     4-3 TX bias multiplier 1/2/4) — CMIS 5.x Table 8-47 "Supported
+//     Monitors Advertisement" (section 8.4.7 in 5.2). Byte 160 and flat
+//     memory as the ethtool utility's cmis.h has them
+//     (CMIS_DIAG_CHAN_ADVER_OFFSET 0xA0 with the masks above,
+//     CMIS_MEMORY_MODEL_OFFSET 0x02 mask 0x80); ethtool does not decode
+//     byte 159, whose bits (TempMonSupported 0, VccMonSupported 1) are
+//     taken from public transcriptions of that table, which agree;
 //   - page 02h: thresholds (high alarm, low alarm, high warning, low
 //     warning): 128-135 temperature, 136-143 supply voltage, 176-183 TX
 //     power, 184-191 TX bias, 192-199 RX power — 8.5;
