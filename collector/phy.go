@@ -121,8 +121,8 @@ func newPhyCollector(env Env, o *Options) (Collector, error) {
 		fecBits:          nd("fabric_netdev_fec_corrected_bit_errors_total", "Bits FEC corrected (drivers that report it through ethtool netlink).", ctr),
 		fecLaneCorrected: nd("fabric_netdev_fec_lane_corrected_blocks_total", "FEC corrected blocks per lane (lane numbered from 0 as ethtool --show-fec prints it), where the driver reports lanes (BASE-R/FC-FEC; RS-FEC corrects across lanes and reports totals only).", ctr, "lane"),
 		fecLaneUncorr:    nd("fabric_netdev_fec_lane_uncorrectable_blocks_total", "FEC uncorrectable blocks per lane, where the driver reports lanes.", ctr, "lane"),
-		modInfo: env.Families.NewFamily("fabric_transceiver_info", "The optical module (or cable) in a rail netdev's cage: management spec (SFF-8636 or CMIS), form factor (SFF-8024 name), vendor, part number, revision, serial number, firmware (CMIS active firmware; \"\" for SFF-8636).",
-			g, "netdev", "spec", "type", "vendor", "part_number", "revision", "serial", "firmware", "rail"),
+		modInfo: env.Families.NewFamily("fabric_transceiver_info", "The optical module (or cable) in a rail netdev's cage: management spec (SFF-8636 or CMIS), form factor (SFF-8024 name), vendor, part number, revision, serial number, firmware (CMIS active firmware; \"\" for SFF-8636), media (mmf, smf, optical, passive_copper, active_copper, active_cable, base_t; \"\" when undefined).",
+			g, "netdev", "spec", "type", "vendor", "part_number", "revision", "serial", "firmware", "media", "rail"),
 		modTemp: nd("fabric_transceiver_temperature_celsius", "Module temperature.", g),
 		modVolt: nd("fabric_transceiver_supply_voltage_volts", "Module supply voltage.", g),
 		modTx:   nd("fabric_transceiver_tx_power_watts", "Transmitted optical power per media lane (lane numbered from 1 as the module specifications and ethtool -m do).", g, "lane"),
@@ -302,7 +302,7 @@ func (c *phyCollector) emitFEC(nd, rail string, f ethtoolnl.FEC, b *exposition.B
 
 func (c *phyCollector) emitModule(nd, rail string, pm phyModule, b *exposition.Batch) {
 	m := pm.mod
-	b.AddWith(c.modInfo, 1, nd, m.Spec, m.Type, m.Vendor, m.PartNumber, m.Revision, m.Serial, m.Firmware, rail)
+	b.AddWith(c.modInfo, 1, nd, m.Spec, m.Type, m.Vendor, m.PartNumber, m.Revision, m.Serial, m.Firmware, m.Media, rail)
 	b.AddWith(c.modAt, float64(pm.at.UnixNano())/1e9, nd, rail)
 	if m.Temperature.OK {
 		b.AddWith(c.modTemp, m.Temperature.V, nd, rail)

@@ -2,8 +2,11 @@ package collector
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,14 +46,14 @@ func TestPhyFixture(t *testing.T) {
 	c, errs := newTestPhy(t, o)
 	v := updateValues(t, c)
 	want := map[string]float64{
-		"fabric_netdev_fec_info{eth0,rs,mlx5_0}":                                                      1,
-		"fabric_netdev_fec_corrected_blocks_total{eth0,mlx5_0}":                                       1524,
-		"fabric_netdev_fec_uncorrectable_blocks_total{eth3,mlx5_3}":                                   17,
-		"fabric_transceiver_info{eth0,CMIS,OSFP,NVIDIA,MMS4X00-NS400,A6,MT2330FT01234,47.218,mlx5_0}": 1,
-		"fabric_transceiver_temperature_celsius{eth0,mlx5_0}":                                         46.25,
-		"fabric_transceiver_rx_power_watts{eth3,3,mlx5_3}":                                            0,
-		"fabric_transceiver_temperature_threshold_celsius{eth0,high_warning,mlx5_0}":                  75,
-		"fabric_transceiver_tx_bias_amperes{eth0,1,mlx5_0}":                                           0.0075,
+		"fabric_netdev_fec_info{eth0,rs,mlx5_0}":                                                          1,
+		"fabric_netdev_fec_corrected_blocks_total{eth0,mlx5_0}":                                           1524,
+		"fabric_netdev_fec_uncorrectable_blocks_total{eth3,mlx5_3}":                                       17,
+		"fabric_transceiver_info{eth0,CMIS,OSFP,NVIDIA,MMS4X00-NS400,A6,MT2330FT01234,47.218,smf,mlx5_0}": 1,
+		"fabric_transceiver_temperature_celsius{eth0,mlx5_0}":                                             46.25,
+		"fabric_transceiver_rx_power_watts{eth3,3,mlx5_3}":                                                0,
+		"fabric_transceiver_temperature_threshold_celsius{eth0,high_warning,mlx5_0}":                      75,
+		"fabric_transceiver_tx_bias_amperes{eth0,1,mlx5_0}":                                               0.0075,
 	}
 	for k, w := range want {
 		if got, ok := v[k]; !ok || got != w {
@@ -70,6 +73,103 @@ func TestPhyFixture(t *testing.T) {
 	}
 	if errs.Value() != 0 {
 		t.Errorf("read errors %v", errs.Value())
+	}
+}
+
+// phyWithModules runs the collector on the fixture with the given module
+// dumps (internal/optics/testdata) in eth0 and eth3 and returns its
+// samples.
+func phyWithModules(t *testing.T, eth0, eth3 string) map[string]float64 {
+	t.Helper()
+	dir := copyTree(t, "fixtures/phy")
+	for nd, name := range map[string]string{"eth0": eth0, "eth3": eth3} {
+		b, err := os.ReadFile("../internal/optics/testdata/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, nd+".eeprom"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := fixtureOptions(t, fixtureSys)
+	o.Phy.Fixtures = dir
+	c, errs := newTestPhy(t, o)
+	v := updateValues(t, c)
+	if errs.Value() != 0 {
+		t.Errorf("read errors %v", errs.Value())
+	}
+	return v
+}
+
+// transceiverSeries lists a netdev's fabric_transceiver_* series.
+func transceiverSeries(v map[string]float64, nd string) []string {
+	var out []string
+	for k := range v {
+		if strings.HasPrefix(k, "fabric_transceiver_") && strings.Contains(k, "{"+nd+",") {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// A QSFP-DD passive copper cable (CMIS, flat memory) has no monitors: its
+// identity and read time only, no temperature or voltage of 0. An SFF-8636
+// module implementing temperature and RX power only: those, its bias, and
+// no supply voltage or TX power.
+func TestPhyAdvertisedMonitors(t *testing.T) {
+	v := phyWithModules(t, "cmis-qsfpdd-passive-copper.dump", "sff8636-qsfp28-partial-dom.dump")
+	want := []string{
+		"fabric_transceiver_info{eth0,CMIS,QSFP-DD,NVIDIA,MCP1660-W001E30,A3,MT2251VS00123,0.0,passive_copper,mlx5_0}",
+		"fabric_transceiver_read_timestamp_seconds{eth0,mlx5_0}",
+	}
+	if got := transceiverSeries(v, "eth0"); !slices.Equal(got, want) {
+		t.Errorf("passive copper cable series:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if v["fabric_transceiver_temperature_celsius{eth3,mlx5_3}"] != 41.5 || v["fabric_transceiver_tx_bias_amperes{eth3,2,mlx5_3}"] == 0 {
+		t.Errorf("partial module's implemented monitors: %v", transceiverSeries(v, "eth3"))
+	}
+	for _, k := range []string{
+		"fabric_transceiver_supply_voltage_volts{eth3,mlx5_3}",
+		"fabric_transceiver_tx_power_watts{eth3,1,mlx5_3}",
+		"fabric_transceiver_supply_voltage_threshold_volts{eth3,high_alarm,mlx5_3}",
+		"fabric_transceiver_tx_power_threshold_watts{eth3,low_warning,mlx5_3}",
+	} {
+		if _, ok := v[k]; ok {
+			t.Errorf("%s present: the module does not implement it", k)
+		}
+	}
+	if _, ok := v["fabric_transceiver_rx_power_watts{eth3,4,mlx5_3}"]; !ok {
+		t.Error("partial module: RX power lane 4 missing")
+	}
+}
+
+// Unpopulated (all 0) thresholds are no limits: a module whose temperature
+// thresholds are 0 would keep TransceiverTemperatureHigh firing. That set
+// is left out, the module's other sets and its temperature stay; likewise
+// the partial SFF-8636 module's bias thresholds.
+func TestPhyZeroThresholds(t *testing.T) {
+	v := phyWithModules(t, "cmis-osfp-400g-zero-temp-th.dump", "sff8636-qsfp28-partial-dom.dump")
+	for _, k := range []string{
+		"fabric_transceiver_temperature_threshold_celsius{eth0,high_warning,mlx5_0}",
+		"fabric_transceiver_temperature_threshold_celsius{eth0,low_warning,mlx5_0}",
+		"fabric_transceiver_tx_bias_threshold_amperes{eth3,high_alarm,mlx5_3}",
+	} {
+		if _, ok := v[k]; ok {
+			t.Errorf("%s present: the module left it 0", k)
+		}
+	}
+	for k, w := range map[string]float64{
+		"fabric_transceiver_temperature_celsius{eth0,mlx5_0}":                        46.25,
+		"fabric_transceiver_supply_voltage_threshold_volts{eth0,high_alarm,mlx5_0}":  3.63,
+		"fabric_transceiver_temperature_threshold_celsius{eth3,high_warning,mlx5_3}": 75,
+	} {
+		if got, ok := v[k]; !ok || math.Abs(got-w) > 1e-9 {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, w)
+		}
+	}
+	if _, ok := v["fabric_transceiver_rx_power_threshold_watts{eth0,low_warning,mlx5_0}"]; !ok {
+		t.Error("populated rx power thresholds missing")
 	}
 }
 

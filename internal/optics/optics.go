@@ -18,22 +18,40 @@
 //   - upper page 00h: 147 device technology (bits 7-4 ≥ 1010b: copper, no
 //     optical monitors), 148-163 vendor name, 165-167 OUI, 168-183 part
 //     number, 184-185 revision, 196-211 serial number, 212-219 date code,
-//     220 diagnostic monitoring type (bit 2: TX power supported) — 6.3;
+//     220 diagnostic monitoring type (bit 5 temperature monitoring
+//     implemented, bit 4 supply voltage monitoring implemented, bit 3 RX
+//     power type OMA/average, bit 2 TX power supported; SFF-8636 has no bit
+//     for RX power or TX bias: they are reported for optical modules) — 6.3;
 //   - upper page 03h (absent with Flat_mem): thresholds, each high alarm,
 //     low alarm, high warning, low warning: 128-135 temperature, 144-151
 //     supply voltage, 176-183 RX power, 184-191 TX bias, 192-199 TX power
 //     — 6.4.
 //
+// Byte 220's bits as decoded by sonic-platform-common's sff8636.py
+// (sonic_xcvr/mem_maps/public, "SFF-8636 Rev 2.10a": TEMP_SUPPORT bit 5,
+// VOLTAGE_SUPPORT bit 4, TX_POWER_SUPPORT bit 2) and the ethtool utility's
+// qsfp.h (SFF8636_DIAG_TYPE_OFFSET 0xDC, RX power type 0x08, TX power 0x04;
+// Flat_mem: SFF8636_STATUS_2_OFFSET 0x02, mask 0x04).
+//
 // CMIS (OIF Common Management Interface Specification, rev 4.0 to 5.x):
 //   - lower page: 0 identifier, 1 revision (major.minor nibbles), 2 bit 7
 //     flat memory, 14-15 temperature, 16-17 supply voltage, 39-40 active
-//     firmware major.minor, 85 module type (3 = passive copper), 86-89 the
+//     firmware major.minor, 85 module media type (1 MMF, 2 SMF, 3 passive
+//     copper, 4 active cable, 5 BASE-T), 86-89 the
 //     first application advertised (88: host lane count in bits 7-4, media
 //     lane count in bits 3-0) — section 8.2;
 //   - upper page 00h: 129-144 vendor name, 145-147 OUI, 148-163 part number,
 //     164-165 revision, 166-181 serial number, 182-189 date code — 8.3;
-//   - page 01h: 160 supported lane monitors (bit 0 TX bias, 1 TX power, 2 RX
-//     power, bits 4-3 TX bias multiplier 1/2/4) — 8.4;
+//   - page 01h (absent with flat memory): 159 supported module monitors
+//     (bit 0 temperature, 1 supply voltage, 2-4 aux 1-3, 5 custom), 160
+//     supported lane monitors (bit 0 TX bias, 1 TX power, 2 RX power, bits
+//     4-3 TX bias multiplier 1/2/4) — CMIS 5.x Table 8-47 "Supported
+//     Monitors Advertisement" (section 8.4.7 in 5.2). Byte 160 and flat
+//     memory as the ethtool utility's cmis.h has them
+//     (CMIS_DIAG_CHAN_ADVER_OFFSET 0xA0 with the masks above,
+//     CMIS_MEMORY_MODEL_OFFSET 0x02 mask 0x80); ethtool does not decode
+//     byte 159, whose bits (TempMonSupported 0, VccMonSupported 1) are
+//     taken from public transcriptions of that table, which agree;
 //   - page 02h: thresholds (high alarm, low alarm, high warning, low
 //     warning): 128-135 temperature, 136-143 supply voltage, 176-183 TX
 //     power, 184-191 TX bias, 192-199 RX power — 8.5;
@@ -46,6 +64,14 @@
 //
 // A page that could not be read is left out: what it carries is absent
 // from the Module (Missing names it), the rest is decoded.
+//
+// Only what the module advertises is decoded: a monitor it does not
+// implement reads 0, which is not a measurement. CMIS modules with flat
+// memory (passive copper) advertise nothing and report no monitors and no
+// thresholds (as ethtool -m prints none); without page 01h (CMIS) or upper
+// page 00h (SFF-8636) the advertisement is unknown and the monitors absent.
+// A threshold set is decoded only for an advertised monitor, and left out
+// when all its four values are 0 (unpopulated).
 package optics
 
 import (
@@ -105,6 +131,12 @@ type Module struct {
 	DateCode     string
 	Firmware     string // CMIS active firmware "major.minor"; "" for SFF-8636
 	Copper       bool   // a copper cable: no optical monitors
+	// Media: CMIS module media type (lower byte 85): "mmf", "smf",
+	// "passive_copper", "active_cable", "base_t"; SFF-8636 transmitter
+	// technology (upper page 00h byte 147 bits 7-4): "optical" (0000b-
+	// 1001b, lasers), "passive_copper" (1010b, 1011b), "active_copper"
+	// (1100b-1111b). "" when undefined or unread, "0x.." when reserved.
+	Media string
 
 	Temperature Value // degrees Celsius
 	Voltage     Value // volts
@@ -135,6 +167,26 @@ const (
 var typeNames = map[uint8]string{
 	0x03: "SFP", 0x0c: "QSFP", 0x0d: "QSFP+", 0x11: "QSFP28",
 	0x18: "QSFP-DD", 0x19: "OSFP", 0x1e: "QSFP+ CMIS",
+}
+
+// cmisMedia names a CMIS module media type (lower page byte 85, SFF-8024
+// "Module Media Type"; ethtool cmis.h: CMIS_MT_MMF 01h, CMIS_MT_SMF 02h).
+func cmisMedia(t uint8) string {
+	switch t {
+	case 0x00:
+		return ""
+	case 0x01:
+		return "mmf"
+	case 0x02:
+		return "smf"
+	case 0x03:
+		return "passive_copper"
+	case 0x04:
+		return "active_cable"
+	case 0x05:
+		return "base_t"
+	}
+	return fmt.Sprintf("0x%02x", t)
 }
 
 func specOf(id uint8) int {
@@ -233,12 +285,19 @@ func text(p []byte, from, to int) string {
 	return strings.TrimSpace(string(s))
 }
 
+// thresholds decodes one threshold set (high alarm, low alarm, high
+// warning, low warning: four 16-bit words from addr). A set whose eight
+// bytes are all 0 is unpopulated, not a limit of 0 (a temperature high
+// warning of 0 °C would make every reading an excursion): nil.
 func thresholds(p []byte, addr int, scale float64, signed bool) *Thresholds {
 	get := u16
 	if signed {
 		get = s16
 	}
 	b := at(p, addr)
+	if binary.BigEndian.Uint64(b) == 0 {
+		return nil
+	}
 	return &Thresholds{HighAlarm: get(b, 0) * scale, LowAlarm: get(b, 2) * scale, HighWarning: get(b, 4) * scale, LowWarning: get(b, 6) * scale}
 }
 
@@ -255,17 +314,42 @@ func identity(mod *Module, p []byte, vendor, oui, pn, rev, sn, date int, snLen i
 func decodeSFF8636(m *Memory, mod *Module) {
 	lo := m.Lower
 	mod.Spec, mod.SpecRevision = "SFF-8636", fmt.Sprint(lo[1])
-	mod.Temperature = Value{s16(lo, 22) / 256, true}
-	mod.Voltage = Value{u16(lo, 26) * voltageUnit, true}
-	txPower := false
-	if p := m.page(0, 0); p != nil {
-		identity(mod, p, 148, 165, 168, 184, 196, 212, 16)
-		mod.Copper = at(p, 147)[0]>>4 >= 0xa
-		txPower = at(p, 220)[0]&0x04 != 0
-	} else {
+	paged := !FlatMemory(lo)
+	p3 := m.page(3, 0)
+	p := m.page(0, 0)
+	if p == nil {
+		// Byte 220 (what is implemented) and byte 147 (copper or not)
+		// are unknown: no monitor is reported.
 		mod.Missing = append(mod.Missing, "upper page 00h")
+		if paged && p3 == nil {
+			mod.Missing = append(mod.Missing, "page 03h")
+		}
+		return
 	}
-	if !mod.Copper {
+	identity(mod, p, 148, 165, 168, 184, 196, 212, 16)
+	mod.Copper = at(p, 147)[0]>>4 >= 0xa
+	switch tech := at(p, 147)[0] >> 4; {
+	case tech >= 0xc:
+		mod.Media = "active_copper"
+	case tech >= 0xa:
+		mod.Media = "passive_copper"
+	default:
+		mod.Media = "optical"
+	}
+	// Byte 220, Diagnostic Monitoring Type: bit 5 temperature, bit 4
+	// supply voltage monitoring implemented, bit 2 TX power supported
+	// (bit 3 is the RX power type, OMA or average; SFF-8636 has no bit for
+	// RX power or bias: they are the optical lanes' monitors).
+	diag := at(p, 220)[0]
+	temp, vcc, txPower := diag&0x20 != 0, diag&0x10 != 0, diag&0x04 != 0
+	optical := !mod.Copper
+	if temp {
+		mod.Temperature = Value{s16(lo, 22) / 256, true}
+	}
+	if vcc {
+		mod.Voltage = Value{u16(lo, 26) * voltageUnit, true}
+	}
+	if optical {
 		mod.Lanes = make([]Lane, 4)
 		for i := range mod.Lanes {
 			l := &mod.Lanes[i]
@@ -276,21 +360,24 @@ func decodeSFF8636(m *Memory, mod *Module) {
 			}
 		}
 	}
-	if FlatMemory(lo) {
+	if !paged {
 		return
 	}
-	p := m.page(3, 0)
-	if p == nil {
+	if p3 == nil {
 		mod.Missing = append(mod.Missing, "page 03h")
 		return
 	}
-	mod.TemperatureThresholds = thresholds(p, 128, 1.0/256, true)
-	mod.VoltageThresholds = thresholds(p, 144, voltageUnit, false)
-	if !mod.Copper {
-		mod.RxPowerThresholds = thresholds(p, 176, powerUnit, false)
-		mod.BiasThresholds = thresholds(p, 184, biasUnit, false)
+	if temp {
+		mod.TemperatureThresholds = thresholds(p3, 128, 1.0/256, true)
+	}
+	if vcc {
+		mod.VoltageThresholds = thresholds(p3, 144, voltageUnit, false)
+	}
+	if optical {
+		mod.RxPowerThresholds = thresholds(p3, 176, powerUnit, false)
+		mod.BiasThresholds = thresholds(p3, 184, biasUnit, false)
 		if txPower {
-			mod.TxPowerThresholds = thresholds(p, 192, powerUnit, false)
+			mod.TxPowerThresholds = thresholds(p3, 192, powerUnit, false)
 		}
 	}
 }
@@ -298,44 +385,54 @@ func decodeSFF8636(m *Memory, mod *Module) {
 func decodeCMIS(m *Memory, mod *Module) {
 	lo := m.Lower
 	mod.Spec, mod.SpecRevision = "CMIS", fmt.Sprintf("%d.%d", lo[1]>>4, lo[1]&0x0f)
-	mod.Temperature = Value{s16(lo, 14) / 256, true}
-	mod.Voltage = Value{u16(lo, 16) * voltageUnit, true}
 	mod.Firmware = fmt.Sprintf("%d.%d", lo[39], lo[40])
 	mod.Copper = lo[85] == 0x03
+	mod.Media = cmisMedia(lo[85])
 	if p := m.page(0, 0); p != nil {
 		identity(mod, p, 129, 145, 148, 164, 166, 182, 16)
 	} else {
 		mod.Missing = append(mod.Missing, "upper page 00h")
 	}
-	if FlatMemory(lo) || mod.Copper {
+	// Flat memory: no page 01h, so no monitor is advertised (ethtool's
+	// cmis_show_dom prints none either); the lower page's monitor bytes
+	// of such a module (passive copper) read 0.
+	if FlatMemory(lo) {
 		return
-	}
-	lanes := int(lo[88] & 0x0f)
-	if lanes < 1 || lanes > 8 {
-		lanes = 8
-		if lo[0] == 0x1e {
-			lanes = 4
-		}
 	}
 	adv := m.page(1, 0)
 	if adv == nil {
 		mod.Missing = append(mod.Missing, "page 01h")
+		return
 	}
+	// Page 01h byte 159: bit 0 temperature, bit 1 supply voltage monitor
+	// supported; byte 160: bit 0 TX bias, bit 1 TX power, bit 2 RX power
+	// monitor supported, bits 4-3 the TX bias multiplier (x1, x2, x4).
+	mods, lanesAdv := at(adv, 159)[0], at(adv, 160)[0]
+	temp, vcc := mods&0x01 != 0, mods&0x02 != 0
 	var bias, txp, rxp bool
+	if !mod.Copper {
+		bias, txp, rxp = lanesAdv&0x01 != 0, lanesAdv&0x02 != 0, lanesAdv&0x04 != 0
+	}
 	mult := 1.0
-	if adv != nil {
-		s := at(adv, 160)[0]
-		bias, txp, rxp = s&0x01 != 0, s&0x02 != 0, s&0x04 != 0
-		switch (s >> 3) & 0x03 {
-		case 1:
-			mult = 2
-		case 2:
-			mult = 4
-		}
+	switch (lanesAdv >> 3) & 0x03 {
+	case 1:
+		mult = 2
+	case 2:
+		mult = 4
+	}
+	if temp {
+		mod.Temperature = Value{s16(lo, 14) / 256, true}
+	}
+	if vcc {
+		mod.Voltage = Value{u16(lo, 16) * voltageUnit, true}
 	}
 	if th := m.page(2, 0); th != nil {
-		mod.TemperatureThresholds = thresholds(th, 128, 1.0/256, true)
-		mod.VoltageThresholds = thresholds(th, 136, voltageUnit, false)
+		if temp {
+			mod.TemperatureThresholds = thresholds(th, 128, 1.0/256, true)
+		}
+		if vcc {
+			mod.VoltageThresholds = thresholds(th, 136, voltageUnit, false)
+		}
 		if txp {
 			mod.TxPowerThresholds = thresholds(th, 176, powerUnit, false)
 		}
@@ -348,13 +445,20 @@ func decodeCMIS(m *Memory, mod *Module) {
 	} else {
 		mod.Missing = append(mod.Missing, "page 02h")
 	}
+	if !bias && !txp && !rxp {
+		return
+	}
 	mon := m.page(0x11, 0)
 	if mon == nil {
 		mod.Missing = append(mod.Missing, "page 11h")
 		return
 	}
-	if !bias && !txp && !rxp {
-		return
+	lanes := int(lo[88] & 0x0f)
+	if lanes < 1 || lanes > 8 {
+		lanes = 8
+		if lo[0] == 0x1e {
+			lanes = 4
+		}
 	}
 	mod.Lanes = make([]Lane, lanes)
 	for i := range mod.Lanes {

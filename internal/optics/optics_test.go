@@ -35,6 +35,7 @@ type cmisSpec struct {
 	copper      bool
 	missingAdv  bool
 	lanesNibble byte
+	zeroTempTh  bool // temperature thresholds left unpopulated (all 0)
 }
 
 func mW(dbm float64) float64 { return math.Pow(10, dbm/10) * 1e-3 }
@@ -63,7 +64,8 @@ func buildCMIS(s cmisSpec) Memory {
 	putText(p0, 166-128, 16, "MT2330FT01234")
 	putText(p0, 182-128, 8, "230725")
 	p1 := make([]byte, 128)
-	p1[160-128] = 0x07 | 0x08 // bias, TX power, RX power monitors; bias x2
+	p1[159-128] = 0x03        // temperature and supply voltage monitors (01h:159 bits 0, 1)
+	p1[160-128] = 0x07 | 0x08 // bias, TX power, RX power monitors (01h:160 bits 0-2); bias x2 (bits 4-3 = 01b)
 	p2 := make([]byte, 128)
 	th := func(addr int, ha, la, hw, lw, scale float64, signed bool) {
 		f := putU16
@@ -75,7 +77,9 @@ func buildCMIS(s cmisSpec) Memory {
 		f(p2, addr-128+4, hw, scale)
 		f(p2, addr-128+6, lw, scale)
 	}
-	th(128, 80, -5, 75, 0, 1.0/256, true)
+	if !s.zeroTempTh {
+		th(128, 80, -5, 75, 0, 1.0/256, true)
+	}
 	th(136, 3.63, 2.97, 3.465, 3.135, 1e-4, false)
 	th(176, mW(5), mW(-10), mW(4), mW(-6.5), 1e-7, false)   // TX power
 	th(184, 0.015, 0.002, 0.013, 0.003, 4e-6, false)        // bias, 2 µA x2
@@ -98,15 +102,28 @@ func buildCMIS(s cmisSpec) Memory {
 	return m
 }
 
-func buildSFF8636() Memory {
+// sffSpec varies the SFF-8636 builder: diag is upper page 00h byte 220
+// (Diagnostic Monitoring Type); partial builds a QSFP28 whose byte 220 says
+// temperature and RX average power only (no supply voltage, no TX power
+// monitor), with bias thresholds left unpopulated (all 0) and voltage
+// thresholds populated although the monitor is not implemented.
+type sffSpec struct {
+	partial bool
+}
+
+func buildSFF8636(s sffSpec) Memory {
 	lo := make([]byte, 128)
 	lo[0], lo[1], lo[2] = 0x11, 0x08, 0x00 // QSFP28 (QSFP56 modules use 0x11 too), rev 8, paged
 	put16(lo, 22, 41.5, 1.0/256)
-	putU16(lo, 26, 3.31, 1e-4)
+	if !s.partial {
+		putU16(lo, 26, 3.31, 1e-4)
+	}
 	for i := 0; i < 4; i++ {
 		putU16(lo, 34+2*i, mW(-1.2), 1e-7)
 		putU16(lo, 42+2*i, 0.0068, 2e-6)
-		putU16(lo, 50+2*i, mW(-0.5), 1e-7)
+		if !s.partial {
+			putU16(lo, 50+2*i, mW(-0.5), 1e-7)
+		}
 	}
 	p0 := make([]byte, 128)
 	p0[0] = 0x11
@@ -117,7 +134,16 @@ func buildSFF8636() Memory {
 	putText(p0, 184-128, 2, "B2")
 	putText(p0, 196-128, 16, "MT2112FT00042")
 	putText(p0, 212-128, 8, "210322")
-	p0[220-128] = 0x0c // RX average power, TX power supported
+	p0[220-128] = 0x3c // temperature (bit 5), supply voltage (bit 4), RX average power (bit 3), TX power (bit 2)
+	if s.partial {
+		p0[147-128] = 0x40 // 1310 nm DFB
+		putText(p0, 148-128, 16, "OEM")
+		copy(p0[165-128:], []byte{0x00, 0x00, 0x00})
+		putText(p0, 168-128, 16, "QSFP28-LR4-PART")
+		putText(p0, 184-128, 2, "A0")
+		putText(p0, 196-128, 16, "SYN0000001")
+		p0[220-128] = 0x28 // temperature (bit 5), RX average power (bit 3); no voltage, no TX power
+	}
 	p3 := make([]byte, 128)
 	th := func(addr int, ha, la, hw, lw, scale float64, signed bool) {
 		f := putU16
@@ -132,9 +158,34 @@ func buildSFF8636() Memory {
 	th(128, 80, -10, 75, -5, 1.0/256, true)
 	th(144, 3.6, 3.0, 3.5, 3.1, 1e-4, false)
 	th(176, mW(5.4), mW(-12.4), mW(2.4), mW(-10.3), 1e-7, false)
-	th(184, 0.012, 0.002, 0.011, 0.003, 2e-6, false)
-	th(192, mW(5.4), mW(-10.6), mW(2.4), mW(-7.6), 1e-7, false)
+	if !s.partial {
+		th(184, 0.012, 0.002, 0.011, 0.003, 2e-6, false)
+		th(192, mW(5.4), mW(-10.6), mW(2.4), mW(-7.6), 1e-7, false)
+	}
 	return Memory{Lower: lo, Upper: map[PageKey][]byte{{0, 0}: p0, {3, 0}: p3}}
+}
+
+// buildCMISCopper is a QSFP-DD passive copper cable (DAC) as CMIS lays it
+// out: flat memory (lower byte 2 bit 7), module type 03h (byte 85), no
+// monitors (their bytes read 0), the lower page and upper page 00h only.
+func buildCMISCopper() Memory {
+	lo := make([]byte, 128)
+	lo[0], lo[1], lo[2] = 0x18, 0x40, 0x80                  // QSFP-DD, CMIS 4.0, flat memory
+	lo[3] = 0x03 << 1                                       // ModuleReady
+	lo[85] = 0x03                                           // passive copper
+	lo[86], lo[87], lo[88], lo[89] = 0x11, 0x01, 0x88, 0x01 // app 1: 400GAUI-8 C2M, copper cable, 8 host / 8 media lanes
+	p0 := make([]byte, 128)
+	p0[0] = 0x18
+	putText(p0, 129-128, 16, "NVIDIA")
+	copy(p0[145-128:], []byte{0x00, 0x02, 0xc9})
+	putText(p0, 148-128, 16, "MCP1660-W001E30")
+	putText(p0, 164-128, 2, "A3")
+	putText(p0, 166-128, 16, "MT2251VS00123")
+	putText(p0, 182-128, 8, "221219")
+	p0[202-128] = 0x01 // cable assembly length 1 m
+	p0[203-128] = 0x23 // no separable connector
+	p0[212-128] = 0x0a // media interface technology: copper cable unequalized
+	return Memory{Lower: lo, Upper: map[PageKey][]byte{{0, 0}: p0}}
 }
 
 var healthyRX = [4]float64{mW(-0.8), mW(-1.1), mW(-0.9), mW(-1.3)}
@@ -149,7 +200,10 @@ func synthetic() map[string]Memory {
 		"cmis-osfp-400g-dark-lane3":    buildCMIS(cmisSpec{temp: 47.5, rx: dark}),
 		"cmis-osfp-400g-overtemp":      buildCMIS(cmisSpec{temp: 78.0, rx: healthyRX}),
 		"cmis-osfp-400g-missing-pages": buildCMIS(cmisSpec{temp: 46.25, rx: healthyRX, dropPages: []PageKey{{2, 0}, {0x11, 0}}}),
-		"sff8636-qsfp56-healthy":       buildSFF8636(),
+		"sff8636-qsfp56-healthy":       buildSFF8636(sffSpec{}),
+		"sff8636-qsfp28-partial-dom":   buildSFF8636(sffSpec{partial: true}),
+		"cmis-qsfpdd-passive-copper":   buildCMISCopper(),
+		"cmis-osfp-400g-zero-temp-th":  buildCMIS(cmisSpec{temp: 46.25, rx: healthyRX, zeroTempTh: true}),
 	}
 }
 
@@ -157,7 +211,7 @@ func TestSyntheticDumpsUpToDate(t *testing.T) {
 	for name, m := range synthetic() {
 		path := filepath.Join("testdata", name+".dump")
 		var b bytes.Buffer
-		b.WriteString("# synthetic " + name + ": built by optics_test.go (buildCMIS/buildSFF8636) from the memory maps in doc; go test ./internal/optics -update\n")
+		b.WriteString("# synthetic " + name + ": no real dump; built byte by byte from the memory maps in doc by optics_test.go (buildCMIS, buildCMISCopper, buildSFF8636); go test ./internal/optics -update\n")
 		if err := FormatDump(&b, m); err != nil {
 			t.Fatal(err)
 		}
@@ -264,20 +318,46 @@ func TestSFF8636Synthetic(t *testing.T) {
 }
 
 // The real dump: a Finisar QSFP28's lower page (sonic-utilities#2379).
-// Without the upper page the TX power support bit is unknown: TX power is
-// absent, RX power and bias are decoded; lane 1's laser is off (bias 0).
+// Without the upper page, byte 220 (which monitors are implemented) and
+// byte 147 (copper or not) are unknown: every monitor is absent. With an
+// upper page 00h added here (synthetic: the stored copy of the PR cuts the
+// real one off after byte 175; its byte 147 reads 00h, 850 nm VCSEL) that
+// says all are implemented, the real lower page decodes; lane 1's laser is
+// off (bias 0).
 func TestSFF8636RealLowerPage(t *testing.T) {
 	m := load(t, "sonic-utilities-2379-qsfp28-finisar-lower-page.txt")
 	if m.Type != "QSFP28" || m.SpecRevision != "8" || strings.Join(m.Missing, ",") != "upper page 00h,page 03h" {
 		t.Errorf("%+v", m)
+	}
+	if m.Temperature.OK || m.Voltage.OK || m.Lanes != nil {
+		t.Errorf("monitors without their advertisement: %+v %+v %v", m.Temperature, m.Voltage, m.Lanes)
+	}
+	f, err := os.Open(filepath.Join("testdata", "sonic-utilities-2379-qsfp28-finisar-lower-page.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mem, err := ParseDump(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0 := make([]byte, 128)
+	p0[0], p0[147-128], p0[220-128] = 0x11, 0x00, 0x3c
+	mem.Upper[PageKey{0, 0}] = p0
+	if m, err = Decode(mem); err != nil {
+		t.Fatal(err)
 	}
 	if !near(m.Temperature.V, 0x1385/256.0) || !near(m.Voltage.V, 0x80d3*1e-4) {
 		t.Errorf("temperature %v voltage %v", m.Temperature, m.Voltage)
 	}
 	wantRX := []float64{0x32c9 * 1e-7, 0x34d9 * 1e-7, 0x2bb9 * 1e-7, 0x2f43 * 1e-7}
 	wantBias := []float64{0, 0x0f9f * 2e-6, 0x0f80 * 2e-6, 0x0f80 * 2e-6}
+	wantTX := []float64{0x0001 * 1e-7, 0x3617 * 1e-7, 0x34d2 * 1e-7, 0x3043 * 1e-7}
+	if len(m.Lanes) != 4 {
+		t.Fatalf("lanes %v", m.Lanes)
+	}
 	for i, l := range m.Lanes {
-		if !near(l.RxPower.V, wantRX[i]) || !near(l.Bias.V, wantBias[i]) || l.TxPower.OK {
+		if !near(l.RxPower.V, wantRX[i]) || !near(l.Bias.V, wantBias[i]) || !l.TxPower.OK || !near(l.TxPower.V, wantTX[i]) {
 			t.Errorf("lane %d %+v", i+1, l)
 		}
 	}
@@ -330,7 +410,7 @@ func TestRead(t *testing.T) {
 		t.Error(err)
 	}
 	// Flat memory: only upper page 00h is read.
-	flat := buildSFF8636()
+	flat := buildSFF8636(sffSpec{})
 	flat.Lower[2] |= 0x04
 	r = &fakeReader{m: flat}
 	if m, _ := Read(r); r.n != 2 || len(m.Upper) != 1 {
