@@ -54,7 +54,7 @@ type ProcessOptions struct {
 }
 
 func processFlags(app *kingpin.Application, o *Options) {
-	app.Flag("collector.process.cmdline", "Regexp (unanchored) matched against each process's command line, arguments joined by spaces, to select serving processes; processes the gpu collector sees on a GPU are selected too. Empty: GPU processes only. The default matches SGLang servers.").
+	app.Flag("collector.process.cmdline", "Regexp (unanchored) matched against each process's command line, arguments joined by spaces, to select serving processes; processes the gpu collector sees on a GPU are selected too. Empty: GPU processes only. The exporter's own process is never selected. The default matches SGLang servers.").
 		Default(DefaultProcessCmdline).StringVar(&o.Process.Cmdline)
 	app.Flag("collector.process.max", "Most processes the process collector reports (GPU processes first, then by PID).").Default("64").IntVar(&o.Process.Max)
 	app.Flag("collector.process.numa-maps-interval", "Minimum time between two reads of a process's /proc/PID/numa_maps (the kernel walks the page tables of the whole process under its mmap lock to write it) and of its /dev/infiniband; the last values are reported in between. 0: every scrape.").
@@ -218,6 +218,7 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 		}
 		return sourceMissing(c.procfs, procfsFix, "--path.procfs %s lists no process", c.procfs)
 	}
+	c.self, _ = selfPID(c.procfs) // 0 when procfs has no self: the exporter is not listed
 	candidates := c.choose(ctx, now)
 	if candidates > c.max {
 		c.env.Once.Warn("process-max", "msg", "more serving processes than --collector.process.max; the rest are not reported", "candidates", candidates, "max", c.max)
