@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -88,6 +89,9 @@ type processCollector struct {
 	procs map[int]*procState
 	nm    proc.NumaMaps
 
+	devs    []railDev // the rail devices of this scrape (process_devices.go)
+	visDevs []string  // those with a verbs node
+
 	statBuf   [sysfs.MaxAttrSize]byte
 	statusBuf [16 << 10]byte
 	chunk     []byte // numa_maps chunks
@@ -121,8 +125,9 @@ type procState struct {
 	envDone bool
 	envVars []envVar
 
-	visAt time.Time
-	vis   []procVis
+	visAt   time.Time
+	vis     []procVis
+	visDevs []string // the devices vis was checked for
 
 	cgAt     time.Time
 	cont     proc.Container
@@ -180,7 +185,7 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 			"The container of the process, from /proc/PID/cgroup (re-read every --collector.process.numa-maps-interval): runtime (docker, containerd, cri-o, podman; empty when the cgroup path does not say), the full 64-hex container_id and the Kubernetes pod_uid (empty outside Kubernetes); container_name is the Docker Engine API's name of a docker or podman container with --collector.process.docker-host, empty without it or until known (an empty label is no label in Prometheus). Absent for a process outside any recognised container.",
 			g, "pid", "comm", "runtime", "container_id", "pod_uid", "container_name"),
 		visible: env.Families.NewFamily("fabric_process_rdma_device_visible",
-			"1 if the verbs node of a rail's RDMA device (uverbsN, node=\"\" when the host has none) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0.",
+			"1 if the verbs node of a rail's RDMA device (node=uverbsN) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0. Only for rail devices the host has now, with a verbs node: absent for a device gone from the host.",
 			g, "pid", "comm", "device", "node"),
 	}
 	// The selection matches command lines with a method of c: bound once
@@ -226,11 +231,13 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 		c.env.Once.Clear("process-max")
 	}
 
-	devices := c.railDevices(ctx)
+	devs := c.railDevices(ctx)
+	var devices []string // rail devices with a verbs node on the host now
 	if len(c.sel) > 0 {
 		c.refreshNodes(c.sysfs, now)
-		if len(devices) > 0 {
-			c.refreshVerbs(now)
+		if len(devs) > 0 {
+			c.refreshVerbs(devs, now)
+			devices = c.visibleDevices(devs)
 		}
 	}
 	reported := 0
@@ -358,11 +365,11 @@ func (c *processCollector) collectProcess(sel procSel, now time.Time, devices []
 		b.Add(st.contInfo, 1)
 	}
 
-	if len(devices) > 0 && (st.visAt.IsZero() || now.Sub(st.visAt) >= c.interval) {
+	if len(devices) > 0 && (st.visAt.IsZero() || now.Sub(st.visAt) >= c.interval || !slices.Equal(devices, st.visDevs)) {
 		c.checkVisibility(st, devices)
 		st.visAt = now
 	} else if len(devices) == 0 {
-		st.vis = st.vis[:0]
+		st.vis, st.visDevs = st.vis[:0], st.visDevs[:0]
 	}
 	for _, v := range st.vis {
 		b.Add(v.s, b2f(v.ok))

@@ -145,7 +145,7 @@ fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_SOCKET_IFNAME",pi
 fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_DEBUG",pid="4311",value="WARN"} 1
 fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_IB_HCA",pid="4311",value="mlx5_0,mlx5_3"} 1
 fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_SOCKET_IFNAME",pid="4311",value="eth0"} 1
-# HELP fabric_process_rdma_device_visible 1 if the verbs node of a rail's RDMA device (uverbsN, node="" when the host has none) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0.
+# HELP fabric_process_rdma_device_visible 1 if the verbs node of a rail's RDMA device (node=uverbsN) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0. Only for rail devices the host has now, with a verbs node: absent for a device gone from the host.
 # TYPE fabric_process_rdma_device_visible gauge
 fabric_process_rdma_device_visible{comm="python3",device="mlx5_0",node="rdma_cm",pid="4242"} 1
 fabric_process_rdma_device_visible{comm="python3",device="mlx5_0",node="uverbs0",pid="4242"} 1
