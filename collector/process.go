@@ -31,7 +31,9 @@ import (
 // process_select.go the selection (command line, GPU PIDs, the cap);
 // process_numa.go NUMA memory and allowed nodes; process_devices.go the
 // visibility of the rails' RDMA devices; process_container.go the container
-// labels (docker.go the Docker names); process_env.go the NCCL variables.
+// labels (docker.go the Docker names); process_env.go the NCCL variables;
+// process_required.go which rail devices a process needs (from them and the
+// launcher's sizes).
 
 // DefaultProcessCmdline matches SGLang servers: `python -m
 // sglang.launch_server`, `sglang serve`, and the processes SGLang renames
@@ -102,8 +104,8 @@ type processCollector struct {
 	errCount  map[string]*exposition.Counter
 	errSeries map[string]*exposition.Series
 
-	selected, candidates                                                                  *exposition.Series
-	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, container *exposition.Family
+	selected, candidates                                                                          *exposition.Series
+	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, reqFam, container *exposition.Family
 }
 
 // procState is what the collector keeps of a selected process.
@@ -124,6 +126,8 @@ type procState struct {
 
 	envDone bool
 	envVars []envVar
+	need    rdmaNeed  // what the environment says of the rails (process_required.go)
+	req     []procReq // the rail devices it needs in this scrape
 
 	visAt   time.Time
 	vis     []procVis
@@ -187,6 +191,9 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 		visible: env.Families.NewFamily("fabric_process_rdma_device_visible",
 			"1 if the verbs node of a rail's RDMA device (node=uverbsN) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0. Only for rail devices the host has now, with a verbs node: absent for a device gone from the host.",
 			g, "pid", "comm", "device", "node"),
+		reqFam: env.Families.NewFamily("fabric_process_rdma_device_required",
+			"A rail RDMA device (present on the host) that the process needs, judged from its environment at exec, reason the first that applies: nccl_ib_hca (NCCL_IB_HCA selects the device; when set, no other device is needed), nccl_net_ib (NCCL_NET=IB), multi_node (WORLD_SIZE > LOCAL_WORLD_SIZE or OMPI_COMM_WORLD_SIZE > OMPI_COMM_WORLD_LOCAL_SIZE: the job spans nodes). Absent with NCCL_IB_DISABLE non-zero or NCCL_NET=Socket (no RDMA asked for), when nothing applies, or while the environment cannot be read.",
+			g, "pid", "comm", "device", "reason"),
 	}
 	// The selection matches command lines with a method of c: bound once
 	// here, not on every scrape.
@@ -247,7 +254,7 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 			// the next scrape goes on from the cached state.
 			return err
 		}
-		if c.collectProcess(s, now, devices, b) {
+		if c.collectProcess(s, now, devs, devices, b) {
 			reported++
 		}
 	}
@@ -288,7 +295,7 @@ func (c *processCollector) dropProc(pid int) {
 
 // collectProcess adds one process's samples; false when it could not be
 // read (exited, reused PID, unreadable stat).
-func (c *processCollector) collectProcess(sel procSel, now time.Time, devices []string, b *exposition.Batch) bool {
+func (c *processCollector) collectProcess(sel procSel, now time.Time, devs []railDev, devices []string, b *exposition.Batch) bool {
 	st := c.procs[sel.pid]
 	if st == nil {
 		pidS := strconv.Itoa(sel.pid)
@@ -355,6 +362,10 @@ func (c *processCollector) collectProcess(sel procSel, now time.Time, devices []
 	for _, e := range st.envVars {
 		b.Add(e.s, 1)
 	}
+	c.required(st, devs)
+	for _, r := range st.req {
+		b.Add(r.s, 1)
+	}
 
 	if st.cgAt.IsZero() || now.Sub(st.cgAt) >= c.interval {
 		c.readCgroup(st)
@@ -394,6 +405,9 @@ func (c *processCollector) bind(st *procState) {
 	}
 	for i := range st.vis {
 		st.vis[i].s = c.visible.With(p, comm, st.vis[i].device, st.vis[i].node)
+	}
+	for i := range st.req {
+		st.req[i].s = c.reqFam.With(p, comm, st.req[i].device, st.req[i].reason)
 	}
 	if st.inCont {
 		st.contInfo = c.containerSeries(st)

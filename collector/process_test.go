@@ -65,6 +65,7 @@ func newTestProcess(t testing.TB, o *Options, gpuPIDs ...int) (*processCollector
 //   - allowed nodes: 0-191 covers nodes 0 and 1, 48-95,144-191 is node 1;
 //   - NCCL_DEBUG=INFO of 4242 is its first definition (a later TRACE is ignored, as
 //     getenv does), NCCL_CUMEM_ENABLE and NCCL_SOCKET_IFNAME_EXTRA are not allow-listed;
+//   - all three have NCCL_IB_HCA=mlx5_0,mlx5_3: both rail devices required (nccl_ib_hca);
 //   - 4310's root has no dev/infiniband; 4311's uverbs0 is a symlink escaping the root
 //     (to /etc/passwd, present on the host) and its rdma_cm an in-root symlink.
 const processWant = `
@@ -159,6 +160,14 @@ fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_0",node="
 fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_0",node="uverbs0",pid="4311"} 0
 fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_3",node="rdma_cm",pid="4311"} 1
 fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_3",node="uverbs1",pid="4311"} 1
+# HELP fabric_process_rdma_device_required A rail RDMA device (present on the host) that the process needs, judged from its environment at exec, reason the first that applies: nccl_ib_hca (NCCL_IB_HCA selects the device; when set, no other device is needed), nccl_net_ib (NCCL_NET=IB), multi_node (WORLD_SIZE > LOCAL_WORLD_SIZE or OMPI_COMM_WORLD_SIZE > OMPI_COMM_WORLD_LOCAL_SIZE: the job spans nodes). Absent with NCCL_IB_DISABLE non-zero or NCCL_NET=Socket (no RDMA asked for), when nothing applies, or while the environment cannot be read.
+# TYPE fabric_process_rdma_device_required gauge
+fabric_process_rdma_device_required{comm="python3",device="mlx5_0",pid="4242",reason="nccl_ib_hca"} 1
+fabric_process_rdma_device_required{comm="python3",device="mlx5_3",pid="4242",reason="nccl_ib_hca"} 1
+fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_0",pid="4310",reason="nccl_ib_hca"} 1
+fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_3",pid="4310",reason="nccl_ib_hca"} 1
+fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_0",pid="4311",reason="nccl_ib_hca"} 1
+fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_3",pid="4311",reason="nccl_ib_hca"} 1
 # HELP fabric_process_read_errors_total Reads of /proc/PID files that failed for a reason other than the process having exited: permission denied without root or CAP_SYS_PTRACE, or garbage. Also counted in fabric_scrape_read_errors_total.
 # TYPE fabric_process_read_errors_total counter
 fabric_process_read_errors_total{file="cgroup"} 0
