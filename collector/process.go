@@ -13,6 +13,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/proc"
@@ -30,10 +31,10 @@ import (
 // concern: this file holds the options, the per-process state and Update;
 // process_select.go the selection (command line, GPU PIDs, the cap);
 // process_numa.go NUMA memory and allowed nodes; process_devices.go the
-// visibility of the rails' RDMA devices; process_container.go the container
-// labels (docker.go the Docker names); process_env.go the NCCL variables;
-// process_required.go which rail devices a process needs (from them and the
-// launcher's sizes).
+// visibility of the rails' RDMA devices, process_fds.go the fds open on
+// them; process_container.go the container labels (docker.go the Docker
+// names); process_env.go the NCCL variables; process_required.go which
+// rail devices a process needs (from them and the launcher's sizes).
 
 // DefaultProcessCmdline matches SGLang servers: `python -m
 // sglang.launch_server`, `sglang serve`, and the processes SGLang renames
@@ -68,7 +69,7 @@ func processFlags(app *kingpin.Application, o *Options) {
 
 // procFiles are the /proc/PID files whose failed reads are counted (an
 // array: never written).
-var procFiles = [...]string{"cgroup", "cmdline", "environ", "numa_maps", procFileRoot, "stat", "status"}
+var procFiles = [...]string{"cgroup", "cmdline", "environ", procFileFD, "numa_maps", procFileRoot, "stat", "status"}
 
 type processCollector struct {
 	selection // which processes (process_select.go)
@@ -87,6 +88,9 @@ type processCollector struct {
 	reader   *sysfs.Reader // stat and status, kept open
 	open     func(path string) (proc.File, error)
 	openRoot func(path string) (int, error)
+	scanDir  func(dir string, fn func(name []byte)) error // /proc/PID/fd
+	readlink func(path string, buf []byte) (int, error)   // /proc/PID/fd/N
+	maxFDs   int                                          // fd links read per process and interval
 
 	procs map[int]*procState
 	nm    proc.NumaMaps
@@ -100,12 +104,15 @@ type processCollector struct {
 	cmdBuf    []byte
 	cgBuf     []byte
 	envBuf    []byte
+	fdNums    []int
+	fdCounts  []int
+	linkBuf   [64]byte // a verbs node's path is short: longer targets are not one
 
 	errCount  map[string]*exposition.Counter
 	errSeries map[string]*exposition.Series
 
-	selected, candidates                                                                          *exposition.Series
-	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, reqFam, container *exposition.Family
+	selected, candidates                                                                                     *exposition.Series
+	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, reqFam, verbsOpen, container *exposition.Family
 }
 
 // procState is what the collector keeps of a selected process.
@@ -131,7 +138,8 @@ type procState struct {
 
 	visAt   time.Time
 	vis     []procVis
-	visDevs []string // the devices vis was checked for
+	visDevs []string  // the devices vis was checked for
+	fds     []procFDs // open fds on the verbs nodes, read with vis (process_fds.go)
 
 	cgAt     time.Time
 	cont     proc.Container
@@ -164,6 +172,7 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 		env: env, procfs: procfs, sysfs: o.SysfsPath, interval: p.NumaMapsInterval,
 		rails: o.Rails, now: time.Now,
 		reader: sysfs.NewReader(), open: proc.Open, openRoot: proc.OpenRoot,
+		scanDir: sysfs.ScanDir, readlink: unix.Readlink, maxFDs: maxVerbsFDs,
 		procs: map[int]*procState{},
 		chunk: make([]byte, procChunk), cmdBuf: make([]byte, maxCmdline),
 		errCount: map[string]*exposition.Counter{}, errSeries: map[string]*exposition.Series{},
@@ -194,6 +203,9 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 		reqFam: env.Families.NewFamily("fabric_process_rdma_device_required",
 			"A rail RDMA device (present on the host) that the process needs, judged from its environment at exec, reason the first that applies: nccl_ib_hca (NCCL_IB_HCA selects the device; when set, no other device is needed), nccl_net_ib (NCCL_NET=IB), multi_node (WORLD_SIZE > LOCAL_WORLD_SIZE or OMPI_COMM_WORLD_SIZE > OMPI_COMM_WORLD_LOCAL_SIZE: the job spans nodes). Absent with NCCL_IB_DISABLE non-zero or NCCL_NET=Socket (no RDMA asked for), when nothing applies, or while the environment cannot be read.",
 			g, "pid", "comm", "device", "reason"),
+		verbsOpen: env.Families.NewFamily("fabric_process_rdma_verbs_open",
+			"Open file descriptors of the process on the verbs node (/dev/infiniband/uverbsN, one per ibv_open_device) of a rail's RDMA device the host has now: evidence that it uses the device. Read from /proc/PID/fd with the visibility check (every --collector.process.numa-maps-interval), at most 4096 fds per process: a lower bound beyond. Absent when /proc/PID/fd cannot be read (counted in fabric_process_read_errors_total{file=\"fd\"}).",
+			g, "pid", "comm", "device"),
 	}
 	// The selection matches command lines with a method of c: bound once
 	// here, not on every scrape.
@@ -378,12 +390,16 @@ func (c *processCollector) collectProcess(sel procSel, now time.Time, devs []rai
 
 	if len(devices) > 0 && (st.visAt.IsZero() || now.Sub(st.visAt) >= c.interval || !slices.Equal(devices, st.visDevs)) {
 		c.checkVisibility(st, devices)
+		c.countVerbsFDs(st, devices)
 		st.visAt = now
 	} else if len(devices) == 0 {
-		st.vis, st.visDevs = st.vis[:0], st.visDevs[:0]
+		st.vis, st.visDevs, st.fds = st.vis[:0], st.visDevs[:0], st.fds[:0]
 	}
 	for _, v := range st.vis {
 		b.Add(v.s, b2f(v.ok))
+	}
+	for _, f := range st.fds {
+		b.Add(f.s, float64(f.n))
 	}
 	return true
 }
@@ -405,6 +421,9 @@ func (c *processCollector) bind(st *procState) {
 	}
 	for i := range st.vis {
 		st.vis[i].s = c.visible.With(p, comm, st.vis[i].device, st.vis[i].node)
+	}
+	for i := range st.fds {
+		st.fds[i].s = c.verbsOpen.With(p, comm, st.fds[i].device)
 	}
 	for i := range st.req {
 		st.req[i].s = c.reqFam.With(p, comm, st.req[i].device, st.req[i].reason)
