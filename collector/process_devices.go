@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -67,14 +66,19 @@ func (c *processCollector) railDevices(ctx context.Context) []railDev {
 		port, _ := strconv.Atoi(r.Port)
 		i := slices.IndexFunc(out, func(d railDev) bool { return d.name == r.Device })
 		if i < 0 {
-			out = append(out, railDev{name: r.Device})
-			i = len(out) - 1
+			i = len(out)
+			if i < cap(out) { // reuse the last scrape's ports array
+				out = out[:i+1]
+				out[i].name, out[i].ports = r.Device, out[i].ports[:0]
+			} else {
+				out = append(out, railDev{name: r.Device})
+			}
 		}
 		if !slices.Contains(out[i].ports, port) {
 			out[i].ports = append(out[i].ports, port)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	slices.SortFunc(out, func(a, b railDev) int { return strings.Compare(a.name, b.name) })
 	c.devs = out
 	return out
 }
