@@ -7,11 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/proc"
@@ -29,8 +31,10 @@ import (
 // concern: this file holds the options, the per-process state and Update;
 // process_select.go the selection (command line, GPU PIDs, the cap);
 // process_numa.go NUMA memory and allowed nodes; process_devices.go the
-// visibility of the rails' RDMA devices; process_container.go the container
-// labels (docker.go the Docker names); process_env.go the NCCL variables.
+// visibility of the rails' RDMA devices, process_fds.go the fds open on
+// them; process_container.go the container labels (docker.go the Docker
+// names); process_env.go the NCCL variables; process_required.go which
+// rail devices a process needs (from them and the launcher's sizes).
 
 // DefaultProcessCmdline matches SGLang servers: `python -m
 // sglang.launch_server`, `sglang serve`, and the processes SGLang renames
@@ -54,10 +58,10 @@ type ProcessOptions struct {
 }
 
 func processFlags(app *kingpin.Application, o *Options) {
-	app.Flag("collector.process.cmdline", "Regexp (unanchored) matched against each process's command line, arguments joined by spaces, to select serving processes; processes the gpu collector sees on a GPU are selected too. Empty: GPU processes only. The default matches SGLang servers.").
+	app.Flag("collector.process.cmdline", "Regexp (unanchored) matched against each process's command line, arguments joined by spaces, to select serving processes; processes the gpu collector sees on a GPU are selected too. Empty: GPU processes only. The exporter's own process is never selected. The default matches SGLang servers.").
 		Default(DefaultProcessCmdline).StringVar(&o.Process.Cmdline)
 	app.Flag("collector.process.max", "Most processes the process collector reports (GPU processes first, then by PID).").Default("64").IntVar(&o.Process.Max)
-	app.Flag("collector.process.numa-maps-interval", "Minimum time between two reads of a process's /proc/PID/numa_maps (the kernel walks the page tables of the whole process under its mmap lock to write it) and of its /dev/infiniband; the last values are reported in between. 0: every scrape.").
+	app.Flag("collector.process.numa-maps-interval", "Minimum time between two reads of a process's /proc/PID/numa_maps (the kernel walks the page tables of the whole process under its mmap lock to write it) and of its /dev/infiniband and open verbs fds (/proc/PID/fd); the last values are reported in between. 0: every scrape.").
 		Default("60s").DurationVar(&o.Process.NumaMapsInterval)
 	app.Flag("collector.process.docker-host", "Docker Engine API address (e.g. unix:///var/run/docker.sock) to add each Docker (or Podman) container's name to fabric_process_container_info as container_name; looked up in the background and cached per container ID, never during a scrape. Empty: off.").
 		Default("").StringVar(&o.Process.DockerHost)
@@ -65,7 +69,7 @@ func processFlags(app *kingpin.Application, o *Options) {
 
 // procFiles are the /proc/PID files whose failed reads are counted (an
 // array: never written).
-var procFiles = [...]string{"cgroup", "cmdline", "environ", "numa_maps", procFileRoot, "stat", "status"}
+var procFiles = [...]string{"cgroup", "cmdline", "environ", procFileFD, "numa_maps", procFileRoot, "stat", "status"}
 
 type processCollector struct {
 	selection // which processes (process_select.go)
@@ -84,9 +88,15 @@ type processCollector struct {
 	reader   *sysfs.Reader // stat and status, kept open
 	open     func(path string) (proc.File, error)
 	openRoot func(path string) (int, error)
+	scanDir  func(dir string, fn func(name []byte)) error // /proc/PID/fd
+	readlink func(path string, buf []byte) (int, error)   // /proc/PID/fd/N
+	maxFDs   int                                          // fd links read per process and interval
 
 	procs map[int]*procState
 	nm    proc.NumaMaps
+
+	devs    []railDev // the rail devices of this scrape (process_devices.go)
+	visDevs []string  // those with a verbs node
 
 	statBuf   [sysfs.MaxAttrSize]byte
 	statusBuf [16 << 10]byte
@@ -94,12 +104,15 @@ type processCollector struct {
 	cmdBuf    []byte
 	cgBuf     []byte
 	envBuf    []byte
+	fdNums    []int
+	fdCounts  []int
+	linkBuf   [64]byte // a verbs node's path is short: longer targets are not one
 
 	errCount  map[string]*exposition.Counter
 	errSeries map[string]*exposition.Series
 
-	selected, candidates                                                                  *exposition.Series
-	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, container *exposition.Family
+	selected, candidates                                                                                     *exposition.Series
+	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, reqFam, verbsOpen, container *exposition.Family
 }
 
 // procState is what the collector keeps of a selected process.
@@ -120,9 +133,13 @@ type procState struct {
 
 	envDone bool
 	envVars []envVar
+	need    rdmaNeed  // what the environment says of the rails (process_required.go)
+	req     []procReq // the rail devices it needs in this scrape
 
-	visAt time.Time
-	vis   []procVis
+	visAt   time.Time
+	vis     []procVis
+	visDevs []string  // the devices vis was checked for
+	fds     []procFDs // open fds on the verbs nodes, read with vis (process_fds.go)
 
 	cgAt     time.Time
 	cont     proc.Container
@@ -155,6 +172,7 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 		env: env, procfs: procfs, sysfs: o.SysfsPath, interval: p.NumaMapsInterval,
 		rails: o.Rails, now: time.Now,
 		reader: sysfs.NewReader(), open: proc.Open, openRoot: proc.OpenRoot,
+		scanDir: sysfs.ScanDir, readlink: unix.Readlink, maxFDs: maxVerbsFDs,
 		procs: map[int]*procState{},
 		chunk: make([]byte, procChunk), cmdBuf: make([]byte, maxCmdline),
 		errCount: map[string]*exposition.Counter{}, errSeries: map[string]*exposition.Series{},
@@ -180,8 +198,14 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 			"The container of the process, from /proc/PID/cgroup (re-read every --collector.process.numa-maps-interval): runtime (docker, containerd, cri-o, podman; empty when the cgroup path does not say), the full 64-hex container_id and the Kubernetes pod_uid (empty outside Kubernetes); container_name is the Docker Engine API's name of a docker or podman container with --collector.process.docker-host, empty without it or until known (an empty label is no label in Prometheus). Absent for a process outside any recognised container.",
 			g, "pid", "comm", "runtime", "container_id", "pod_uid", "container_name"),
 		visible: env.Families.NewFamily("fabric_process_rdma_device_visible",
-			"1 if the verbs node of a rail's RDMA device (uverbsN, node=\"\" when the host has none) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0.",
+			"1 if the verbs node of a rail's RDMA device (node=uverbsN) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0. Only for rail devices the host has now, with a verbs node: absent for a device gone from the host.",
 			g, "pid", "comm", "device", "node"),
+		reqFam: env.Families.NewFamily("fabric_process_rdma_device_required",
+			"A rail RDMA device (present on the host) that the process needs, judged from its environment at exec, reason the first that applies: nccl_ib_hca (NCCL_IB_HCA selects the device; when set, no other device is needed), nccl_net_ib (NCCL_NET=IB), multi_node (WORLD_SIZE > LOCAL_WORLD_SIZE or OMPI_COMM_WORLD_SIZE > OMPI_COMM_WORLD_LOCAL_SIZE: the job spans nodes). Absent with NCCL_IB_DISABLE non-zero or NCCL_NET=Socket (no RDMA asked for), when nothing applies, or while the environment cannot be read.",
+			g, "pid", "comm", "device", "reason"),
+		verbsOpen: env.Families.NewFamily("fabric_process_rdma_verbs_open",
+			"Open file descriptors of the process on the verbs node (/dev/infiniband/uverbsN, one per ibv_open_device) of a rail's RDMA device the host has now: evidence that it uses the device. Read from /proc/PID/fd with the visibility check (every --collector.process.numa-maps-interval), at most 4096 fds per process: a lower bound beyond. Absent when /proc/PID/fd cannot be read (counted in fabric_process_read_errors_total{file=\"fd\"}).",
+			g, "pid", "comm", "device"),
 	}
 	// The selection matches command lines with a method of c: bound once
 	// here, not on every scrape.
@@ -218,6 +242,7 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 		}
 		return sourceMissing(c.procfs, procfsFix, "--path.procfs %s lists no process", c.procfs)
 	}
+	c.self, _ = selfPID(c.procfs) // 0 when procfs has no self: the exporter is not listed
 	candidates := c.choose(ctx, now)
 	if candidates > c.max {
 		c.env.Once.Warn("process-max", "msg", "more serving processes than --collector.process.max; the rest are not reported", "candidates", candidates, "max", c.max)
@@ -225,11 +250,13 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 		c.env.Once.Clear("process-max")
 	}
 
-	devices := c.railDevices(ctx)
+	devs := c.railDevices(ctx)
+	var devices []string // rail devices with a verbs node on the host now
 	if len(c.sel) > 0 {
 		c.refreshNodes(c.sysfs, now)
-		if len(devices) > 0 {
-			c.refreshVerbs(now)
+		if len(devs) > 0 {
+			c.refreshVerbs(devs, now)
+			devices = c.visibleDevices(devs)
 		}
 	}
 	reported := 0
@@ -239,7 +266,7 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 			// the next scrape goes on from the cached state.
 			return err
 		}
-		if c.collectProcess(s, now, devices, b) {
+		if c.collectProcess(s, now, devs, devices, b) {
 			reported++
 		}
 	}
@@ -280,7 +307,7 @@ func (c *processCollector) dropProc(pid int) {
 
 // collectProcess adds one process's samples; false when it could not be
 // read (exited, reused PID, unreadable stat).
-func (c *processCollector) collectProcess(sel procSel, now time.Time, devices []string, b *exposition.Batch) bool {
+func (c *processCollector) collectProcess(sel procSel, now time.Time, devs []railDev, devices []string, b *exposition.Batch) bool {
 	st := c.procs[sel.pid]
 	if st == nil {
 		pidS := strconv.Itoa(sel.pid)
@@ -347,6 +374,10 @@ func (c *processCollector) collectProcess(sel procSel, now time.Time, devices []
 	for _, e := range st.envVars {
 		b.Add(e.s, 1)
 	}
+	c.required(st, devs)
+	for _, r := range st.req {
+		b.Add(r.s, 1)
+	}
 
 	if st.cgAt.IsZero() || now.Sub(st.cgAt) >= c.interval {
 		c.readCgroup(st)
@@ -357,14 +388,18 @@ func (c *processCollector) collectProcess(sel procSel, now time.Time, devices []
 		b.Add(st.contInfo, 1)
 	}
 
-	if len(devices) > 0 && (st.visAt.IsZero() || now.Sub(st.visAt) >= c.interval) {
+	if len(devices) > 0 && (st.visAt.IsZero() || now.Sub(st.visAt) >= c.interval || !slices.Equal(devices, st.visDevs)) {
 		c.checkVisibility(st, devices)
+		c.countVerbsFDs(st, devices)
 		st.visAt = now
 	} else if len(devices) == 0 {
-		st.vis = st.vis[:0]
+		st.vis, st.visDevs, st.fds = st.vis[:0], st.visDevs[:0], st.fds[:0]
 	}
 	for _, v := range st.vis {
 		b.Add(v.s, b2f(v.ok))
+	}
+	for _, f := range st.fds {
+		b.Add(f.s, float64(f.n))
 	}
 	return true
 }
@@ -386,6 +421,12 @@ func (c *processCollector) bind(st *procState) {
 	}
 	for i := range st.vis {
 		st.vis[i].s = c.visible.With(p, comm, st.vis[i].device, st.vis[i].node)
+	}
+	for i := range st.fds {
+		st.fds[i].s = c.verbsOpen.With(p, comm, st.fds[i].device)
+	}
+	for i := range st.req {
+		st.req[i].s = c.reqFam.With(p, comm, st.req[i].device, st.req[i].reason)
 	}
 	if st.inCont {
 		st.contInfo = c.containerSeries(st)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,7 +19,10 @@ import (
 // process's container — their verbs node (uverbsN) and rdma_cm under
 // /dev/infiniband in the process's root (its mount namespace), looked up
 // without ever leaving that root (proc.RootResolver). Checked at most every
-// --collector.process.numa-maps-interval.
+// --collector.process.numa-maps-interval, and at once when the host's rail
+// devices change. Only devices the host has now, with a verbs node, are
+// checked: a device gone from the host (fabric_rail_up says so) or without
+// ib_uverbs is not the container's fault, and has no series.
 
 const (
 	rdmaCMNode   = "rdma_cm" // /dev/infiniband/rdma_cm
@@ -28,9 +31,17 @@ const (
 
 // railVerbs maps the rails' RDMA devices to their uverbs nodes.
 type railVerbs struct {
-	verbs   map[string]string // RDMA device -> uverbsN
-	verbsAt time.Time
-	roots   proc.RootResolver
+	verbs    map[string]string // RDMA device -> uverbsN
+	verbsAt  time.Time
+	verbsFor []string // the devices verbs was read for
+	roots    proc.RootResolver
+}
+
+// railDev is a rail RDMA device present on the host in this scrape and the
+// ports of its rails.
+type railDev struct {
+	name  string
+	ports []int
 }
 
 // procVis is one looked-up node of one rail device in a process's root.
@@ -40,25 +51,64 @@ type procVis struct {
 	s            *exposition.Series
 }
 
-// railDevices returns the RDMA devices that carry rails, sorted.
-func (c *processCollector) railDevices(ctx context.Context) []string {
+// railDevices returns the RDMA devices that carry rails present on the
+// host now, sorted, each with its rails' ports; a rail whose device is gone
+// is left out.
+func (c *processCollector) railDevices(ctx context.Context) []railDev {
 	if c.rails == nil {
 		return nil
 	}
-	var out []string
+	out := c.devs[:0]
 	for _, r := range c.rails.Current(ctx) {
-		if !slices.Contains(out, r.Device) {
-			out = append(out, r.Device)
+		if !r.Present {
+			continue
+		}
+		port, _ := strconv.Atoi(r.Port)
+		i := slices.IndexFunc(out, func(d railDev) bool { return d.name == r.Device })
+		if i < 0 {
+			i = len(out)
+			if i < cap(out) { // reuse the last scrape's ports array
+				out = out[:i+1]
+				out[i].name, out[i].ports = r.Device, out[i].ports[:0]
+			} else {
+				out = append(out, railDev{name: r.Device})
+			}
+		}
+		if !slices.Contains(out[i].ports, port) {
+			out[i].ports = append(out[i].ports, port)
 		}
 	}
-	sort.Strings(out)
+	slices.SortFunc(out, func(a, b railDev) int { return strings.Compare(a.name, b.name) })
+	c.devs = out
 	return out
 }
 
-// refreshVerbs re-reads the uverbs nodes if older than the interval.
-func (c *processCollector) refreshVerbs(now time.Time) {
-	if c.verbs == nil || now.Sub(c.verbsAt) >= c.interval {
+// visibleDevices returns the devices of devs that have a verbs node on the
+// host, reusing c.visDevs.
+func (c *processCollector) visibleDevices(devs []railDev) []string {
+	out := c.visDevs[:0]
+	for _, d := range devs {
+		if c.verbs[d.name] != "" {
+			out = append(out, d.name)
+		}
+	}
+	c.visDevs = out
+	return out
+}
+
+// refreshVerbs re-reads the uverbs nodes if older than the interval or
+// read for other devices.
+func (c *processCollector) refreshVerbs(devs []railDev, now time.Time) {
+	same := len(devs) == len(c.verbsFor)
+	for i := 0; same && i < len(devs); i++ {
+		same = devs[i].name == c.verbsFor[i]
+	}
+	if c.verbs == nil || !same || now.Sub(c.verbsAt) >= c.interval {
 		c.verbs, c.verbsAt = c.readVerbs(), now
+		c.verbsFor = c.verbsFor[:0]
+		for _, d := range devs {
+			c.verbsFor = append(c.verbsFor, d.name)
+		}
 	}
 }
 
@@ -79,11 +129,12 @@ func (c *processCollector) readVerbs() map[string]string {
 	return m
 }
 
-// checkVisibility looks up each rail device's verbs node and rdma_cm under
-// /dev/infiniband in the process's root.
+// checkVisibility looks up each device's verbs node (devices have one) and
+// rdma_cm under /dev/infiniband in the process's root.
 func (c *processCollector) checkVisibility(st *procState, devices []string) {
 	old := st.vis
 	st.vis = nil
+	st.visDevs = append(st.visDevs[:0], devices...)
 	root := st.dir + "/root"
 	rootFD, err := c.openRoot(root)
 	if err != nil {
@@ -93,12 +144,9 @@ func (c *processCollector) checkVisibility(st *procState, devices []string) {
 	defer unix.Close(rootFD)
 	for _, dev := range devices {
 		for _, node := range [2]string{c.verbs[dev], rdmaCMNode} {
-			ok := false
-			if node != "" {
-				var err error
-				if ok, err = c.roots.Exists(rootFD, root, "dev/infiniband/"+node); err != nil {
-					c.readError(procFileRoot, root, err)
-				}
+			ok, err := c.roots.Exists(rootFD, root, "dev/infiniband/"+node)
+			if err != nil {
+				c.readError(procFileRoot, root, err)
 			}
 			v := procVis{device: dev, node: node, ok: ok}
 			if i := len(st.vis); i < len(old) && old[i].device == dev && old[i].node == node {

@@ -66,5 +66,7 @@ func (c *processCollector) readEnviron(st *procState) {
 		v := strings.ToValidUTF8(string(value), "\uFFFD")
 		st.envVars = append(st.envVars, envVar{name: name, value: v, s: c.nccl.With(st.pidS, st.comm, name, v)})
 	})
+	// The launcher's sizes give a verdict only; their values are not kept.
+	st.need = needFromEnv(st.envVars, proc.MultiNode(buf))
 	st.envDone = true
 }

@@ -3,6 +3,8 @@ package collector
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -35,6 +37,7 @@ type selection struct {
 	gpuPIDs func(context.Context) []int // nil without a GPU inventory
 
 	gen    uint64 // scrape generation
+	self   int    // the exporter's PID in the listing's namespace (selfPID); 0: not in it
 	cands  map[int]*procCand
 	pids   []int // the /proc listing of this scrape, sorted
 	sel    []procSel
@@ -97,6 +100,9 @@ func (s *selection) choose(ctx context.Context, now time.Time) int {
 	}
 	s.sel = s.sel[:0]
 	for _, pid := range s.pids {
+		if pid == s.self {
+			continue // never the exporter itself, whatever its command line
+		}
 		cand := s.cands[pid]
 		if cand == nil {
 			cand = &procCand{}
@@ -157,6 +163,35 @@ func (c *processCollector) matchCmdline(pid int) bool {
 		}
 	}
 	return c.re.Match(bytes.TrimRight(line, " "))
+}
+
+// selfPID returns the exporter's own PID in the PID namespace of procfs, so
+// that the exporter never selects itself (its command line holds the
+// --collector.process.cmdline pattern, which may match it).
+//
+// It reads the link procfs/self, which the kernel resolves to the reader's
+// PID in the PID namespace of that procfs mount (proc_self_get_link:
+// task_tgid_nr_ns of the mount's namespace), the namespace whose PIDs the
+// listing holds. That covers both deployments: the host's /proc read from
+// the host PID namespace (self is os.Getpid()), and the host's /proc
+// mounted at --path.procfs=/host/proc in a container with its own PID
+// namespace, where os.Getpid() (1, say) is not the host PID but self is.
+// Matching os.Getpid() or the innermost NSpid against the listing would
+// take another namespace's PID 1 for the exporter; start time and
+// executable identity would need reads of every candidate. The link fails
+// only where the exporter cannot be in the listing (a procfs of a
+// namespace the exporter is not in) or procfs is not a procfs (a copied
+// tree): then nothing is left out.
+func selfPID(procfs string) (int, error) {
+	target, err := os.Readlink(procfs + "/self")
+	if err != nil {
+		return 0, err
+	}
+	pid, ok := proc.ParsePID([]byte(target))
+	if !ok {
+		return 0, fmt.Errorf("%w: %s/self -> %q", sysfs.ErrGarbage, procfs, target)
+	}
+	return pid, nil
 }
 
 // gpuPIDs returns the inventory's PID lister, nil without an inventory.

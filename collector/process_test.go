@@ -65,6 +65,9 @@ func newTestProcess(t testing.TB, o *Options, gpuPIDs ...int) (*processCollector
 //   - allowed nodes: 0-191 covers nodes 0 and 1, 48-95,144-191 is node 1;
 //   - NCCL_DEBUG=INFO of 4242 is its first definition (a later TRACE is ignored, as
 //     getenv does), NCCL_CUMEM_ENABLE and NCCL_SOCKET_IFNAME_EXTRA are not allow-listed;
+//   - all three have NCCL_IB_HCA=mlx5_0,mlx5_3: both rail devices required (nccl_ib_hca);
+//   - fds: 4242 holds uverbs0 twice and uverbs1 once, 4310 none (sockets), 4311 uverbs1
+//     (uverbs1x and issm0 are not verbs nodes of a rail device);
 //   - 4310's root has no dev/infiniband; 4311's uverbs0 is a symlink escaping the root
 //     (to /etc/passwd, present on the host) and its rdma_cm an in-root symlink.
 const processWant = `
@@ -145,7 +148,7 @@ fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_SOCKET_IFNAME",pi
 fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_DEBUG",pid="4311",value="WARN"} 1
 fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_IB_HCA",pid="4311",value="mlx5_0,mlx5_3"} 1
 fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_SOCKET_IFNAME",pid="4311",value="eth0"} 1
-# HELP fabric_process_rdma_device_visible 1 if the verbs node of a rail's RDMA device (uverbsN, node="" when the host has none) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0.
+# HELP fabric_process_rdma_device_visible 1 if the verbs node of a rail's RDMA device (node=uverbsN) or rdma_cm exists under /dev/infiniband in the process's root (mount namespace), else 0. Only for rail devices the host has now, with a verbs node: absent for a device gone from the host.
 # TYPE fabric_process_rdma_device_visible gauge
 fabric_process_rdma_device_visible{comm="python3",device="mlx5_0",node="rdma_cm",pid="4242"} 1
 fabric_process_rdma_device_visible{comm="python3",device="mlx5_0",node="uverbs0",pid="4242"} 1
@@ -159,11 +162,28 @@ fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_0",node="
 fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_0",node="uverbs0",pid="4311"} 0
 fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_3",node="rdma_cm",pid="4311"} 1
 fabric_process_rdma_device_visible{comm="sglang::schedul",device="mlx5_3",node="uverbs1",pid="4311"} 1
+# HELP fabric_process_rdma_device_required A rail RDMA device (present on the host) that the process needs, judged from its environment at exec, reason the first that applies: nccl_ib_hca (NCCL_IB_HCA selects the device; when set, no other device is needed), nccl_net_ib (NCCL_NET=IB), multi_node (WORLD_SIZE > LOCAL_WORLD_SIZE or OMPI_COMM_WORLD_SIZE > OMPI_COMM_WORLD_LOCAL_SIZE: the job spans nodes). Absent with NCCL_IB_DISABLE non-zero or NCCL_NET=Socket (no RDMA asked for), when nothing applies, or while the environment cannot be read.
+# TYPE fabric_process_rdma_device_required gauge
+fabric_process_rdma_device_required{comm="python3",device="mlx5_0",pid="4242",reason="nccl_ib_hca"} 1
+fabric_process_rdma_device_required{comm="python3",device="mlx5_3",pid="4242",reason="nccl_ib_hca"} 1
+fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_0",pid="4310",reason="nccl_ib_hca"} 1
+fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_3",pid="4310",reason="nccl_ib_hca"} 1
+fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_0",pid="4311",reason="nccl_ib_hca"} 1
+fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_3",pid="4311",reason="nccl_ib_hca"} 1
+# HELP fabric_process_rdma_verbs_open Open file descriptors of the process on the verbs node (/dev/infiniband/uverbsN, one per ibv_open_device) of a rail's RDMA device the host has now: evidence that it uses the device. Read from /proc/PID/fd with the visibility check (every --collector.process.numa-maps-interval), at most 4096 fds per process: a lower bound beyond. Absent when /proc/PID/fd cannot be read (counted in fabric_process_read_errors_total{file="fd"}).
+# TYPE fabric_process_rdma_verbs_open gauge
+fabric_process_rdma_verbs_open{comm="python3",device="mlx5_0",pid="4242"} 2
+fabric_process_rdma_verbs_open{comm="python3",device="mlx5_3",pid="4242"} 1
+fabric_process_rdma_verbs_open{comm="sglang::schedul",device="mlx5_0",pid="4310"} 0
+fabric_process_rdma_verbs_open{comm="sglang::schedul",device="mlx5_3",pid="4310"} 0
+fabric_process_rdma_verbs_open{comm="sglang::schedul",device="mlx5_0",pid="4311"} 0
+fabric_process_rdma_verbs_open{comm="sglang::schedul",device="mlx5_3",pid="4311"} 1
 # HELP fabric_process_read_errors_total Reads of /proc/PID files that failed for a reason other than the process having exited: permission denied without root or CAP_SYS_PTRACE, or garbage. Also counted in fabric_scrape_read_errors_total.
 # TYPE fabric_process_read_errors_total counter
 fabric_process_read_errors_total{file="cgroup"} 0
 fabric_process_read_errors_total{file="cmdline"} 0
 fabric_process_read_errors_total{file="environ"} 0
+fabric_process_read_errors_total{file="fd"} 0
 fabric_process_read_errors_total{file="numa_maps"} 0
 fabric_process_read_errors_total{file="root"} 0
 fabric_process_read_errors_total{file="stat"} 0

@@ -21,6 +21,8 @@ import (
 //	/kubepods.slice/…/docker-<id>.scope                                  cri-dockerd, systemd driver
 //	/kubepods/<qos>/pod<uid>/<id>                                        cgroupfs driver: containerd or cri-dockerd
 //	/kubepods/<qos>/pod<uid>/crio-<id>                                   CRI-O, cgroupfs driver
+//	/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-<qos>.slice/kubelet-kubepods-<qos>-pod<uid_>.slice/cri-containerd-<id>.scope
+//	/kubelet/kubepods/<qos>/pod<uid>/<id>                                a kubelet --cgroup-root (/kubelet in kind), either driver
 //	/machine.slice/libpod-<id>.scope, …/user.slice/libpod-<id>.scope     podman (rootful, rootless)
 //	/libpod_parent/libpod-<id>                                           podman, cgroupfs driver
 //
@@ -153,29 +155,56 @@ func parseCgroupPath(path string) (ref Container, in, valid bool) {
 }
 
 // podSegment recognises the cgroup of a pod: "pod<uid>" (cgroupfs driver,
-// under kubepods) and "kubepods[-<qos>]-pod<uid_>.slice" (systemd driver).
-// pod says the segment has the shape of one; ok that its UID and QoS class
-// are well-formed.
+// under kubepods) and "[<root>-]kubepods[-<qos>]-pod<uid_>.slice" (systemd
+// driver). pod says the segment has the shape of one; ok that its UID and
+// QoS class are well-formed.
+//
+// The systemd driver names a slice after its whole cgroup path, the
+// components joined with '-' (dashes within a component, as in a UID,
+// become underscores), so a kubelet --cgroup-root (/kubelet in kind) puts
+// its components in front: kubelet-kubepods-besteffort-pod<uid_>.slice.
 func podSegment(seg string, kubepods bool) (uid string, pod, ok bool) {
 	if kubepods && strings.HasPrefix(seg, "pod") {
 		uid, ok = podUID(seg[len("pod"):], false)
 		return uid, true, ok
 	}
 	s, slice := strings.CutSuffix(seg, ".slice")
-	if !slice || !strings.HasPrefix(s, "kubepods-") {
+	if !slice || !strings.HasPrefix(s, "kubepods-") && !strings.Contains(s, "-kubepods-") {
 		return "", false, false
 	}
 	i := strings.LastIndex(s, "-pod")
 	if i < 0 {
 		return "", false, false
 	}
-	switch s[:i] {
+	head := s[:i]
+	k := strings.LastIndex(head, "kubepods")
+	if k < 0 {
+		return "", true, false
+	}
+	switch head[k:] {
 	case "kubepods", "kubepods-burstable", "kubepods-besteffort":
 	default:
 		return "", true, false
 	}
+	if root := head[:k]; root != "" && !sliceRoot(root) {
+		return "", true, false
+	}
 	uid, ok = podUID(s[i+len("-pod"):], true)
 	return uid, true, ok
+}
+
+// sliceRoot checks the --cgroup-root part of a systemd pod slice name: one
+// or more non-empty components, each followed by '-'.
+func sliceRoot(root string) bool {
+	if !strings.HasSuffix(root, "-") {
+		return false
+	}
+	for _, c := range strings.Split(root[:len(root)-1], "-") {
+		if c == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // podUID checks a pod UID: a UUID (8-4-4-4-12 hex, with underscores for

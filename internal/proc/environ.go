@@ -1,11 +1,15 @@
 package proc
 
-import "bytes"
+import (
+	"bytes"
+	"strings"
+)
 
 // ncclEnvAllowed is the allow-list of NCCL variables exported from a
 // process environment. Nothing else from an environment ever reaches a
-// metric or a log: environments hold secrets (HF_TOKEN, cloud keys). An
-// array, never written: no package-level mutable state.
+// metric or a log (but MultiNode's verdict): environments hold secrets
+// (HF_TOKEN, cloud keys). An array, never written: no package-level mutable
+// state.
 var ncclEnvAllowed = [...]string{
 	"NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_CROSS_NIC", "NCCL_IB_DISABLE", "NCCL_NET",
 	"NCCL_NET_GDR_LEVEL", "NCCL_IB_GID_INDEX", "NCCL_IB_TC", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE",
@@ -46,4 +50,140 @@ func NCCLEnv(environ []byte, fn func(name string, value []byte)) {
 			}
 		}
 	}
+}
+
+// launcherSizeVars are the job-size variables of the launchers: torchrun's
+// WORLD_SIZE and LOCAL_WORLD_SIZE, Open MPI's OMPI_COMM_WORLD_SIZE and
+// OMPI_COMM_WORLD_LOCAL_SIZE. They are read only to judge whether a job
+// spans nodes (MultiNode); their values never leave this package. An
+// array, never written.
+var launcherSizeVars = [...]string{"WORLD_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}
+
+// MultiNode reports whether the launcher's variables of a NUL-separated
+// environment block say the job spans nodes: more ranks in the world than
+// on this node (WORLD_SIZE > LOCAL_WORLD_SIZE, or OMPI_COMM_WORLD_SIZE >
+// OMPI_COMM_WORLD_LOCAL_SIZE). The first definition of a name wins, as
+// getenv; a missing or malformed size says nothing.
+func MultiNode(environ []byte) bool {
+	var size [len(launcherSizeVars)]int // 0: unset or malformed
+	var seen [len(launcherSizeVars)]bool
+	for len(environ) > 0 {
+		entry := environ
+		if i := bytes.IndexByte(environ, 0); i >= 0 {
+			entry, environ = environ[:i], environ[i+1:]
+		} else {
+			environ = nil
+		}
+		name, value, ok := bytes.Cut(entry, []byte("="))
+		if !ok {
+			continue
+		}
+		for i, v := range launcherSizeVars {
+			if !seen[i] && string(name) == v {
+				seen[i] = true
+				size[i] = positiveInt(value)
+				break
+			}
+		}
+	}
+	return size[0] > 0 && size[1] > 0 && size[0] > size[1] ||
+		size[2] > 0 && size[3] > 0 && size[2] > size[3]
+}
+
+// positiveInt parses a decimal size (1 to 2^31-1); 0 when it is not one.
+func positiveInt(b []byte) int {
+	if len(b) == 0 || len(b) > 10 {
+		return 0
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int(c-'0')
+	}
+	if n > 1<<31-1 {
+		return 0
+	}
+	return n
+}
+
+// maxIBHCAEntries is how many NCCL_IB_HCA entries NCCL reads (MAX_IB_DEVS).
+const maxIBHCAEntries = 32
+
+// IBHCA is an NCCL_IB_HCA value as NCCL reads it (src/transport/net_ib.cc,
+// parseStringList and matchIfList in src/misc/utils.cc): a leading '^'
+// excludes the listed devices (all others are used), then a leading '='
+// asks for exact names instead of prefixes; entries are comma-separated
+// name[:port], without trimming; an empty list matches every device.
+type IBHCA struct {
+	exclude, exact bool
+	entries        []ibHCAEntry
+}
+
+type ibHCAEntry struct {
+	prefix string
+	port   int // -1: any port
+}
+
+// ParseIBHCA parses an NCCL_IB_HCA value.
+func ParseIBHCA(v string) IBHCA {
+	var h IBHCA
+	v, h.exclude = strings.CutPrefix(v, "^")
+	v, h.exact = strings.CutPrefix(v, "=")
+	for v != "" && len(h.entries) < maxIBHCAEntries {
+		var e string
+		e, v, _ = strings.Cut(v, ",")
+		name, port, hasPort := strings.Cut(e, ":")
+		if name == "" {
+			continue // NCCL skips an entry without a name
+		}
+		p := -1
+		if hasPort {
+			if port, _, _ = strings.Cut(port, ":"); port != "" {
+				p = atoi(port)
+			}
+		}
+		h.entries = append(h.entries, ibHCAEntry{prefix: name, port: p})
+	}
+	return h
+}
+
+// atoi is C's atoi on a port: optional leading blanks and sign, then
+// digits up to the first other byte; 0 when there are none.
+func atoi(s string) int {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg, s = s[0] == '-', s[1:]
+	}
+	n := 0
+	for i := 0; i < len(s) && s[i] >= '0' && s[i] <= '9' && n < 1<<20; i++ {
+		n = n*10 + int(s[i]-'0')
+	}
+	if neg {
+		return -n
+	}
+	return n
+}
+
+// Selects reports whether NCCL uses port of device under this NCCL_IB_HCA.
+func (h IBHCA) Selects(device string, port int) bool {
+	return h.matches(device, port) != h.exclude
+}
+
+func (h IBHCA) matches(device string, port int) bool {
+	if len(h.entries) == 0 {
+		return true
+	}
+	for _, e := range h.entries {
+		name := strings.HasPrefix(device, e.prefix)
+		if h.exact {
+			name = device == e.prefix
+		}
+		if name && (e.port == -1 || port == -1 || e.port == port) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,116 @@
+package collector
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/proc"
+)
+
+// RDMA need: which rail devices a process needs, judged from its
+// environment at exec (process_env.go), so that a container without the
+// verbs devices is blamed only where the process would use them
+// (fabric_process_rdma_device_required next to
+// fabric_process_rdma_device_visible). A single-node job needs no rail.
+
+// Reasons a process needs a rail device (the reason label), in the order
+// they are tried.
+const (
+	reasonIBHCA     = "nccl_ib_hca" // NCCL_IB_HCA selects the device
+	reasonNetIB     = "nccl_net_ib" // NCCL_NET=IB
+	reasonMultiNode = "multi_node"  // the launcher's sizes: the job spans nodes
+)
+
+// rdmaNeed is what a process's environment says of its RDMA devices.
+type rdmaNeed struct {
+	off    bool // NCCL_IB_DISABLE non-zero or NCCL_NET=Socket: no RDMA at all
+	hasHCA bool // NCCL_IB_HCA set and not empty
+	hca    proc.IBHCA
+	netIB  bool // NCCL_NET=IB
+	multi  bool // proc.MultiNode
+}
+
+// needFromEnv judges the need from the allow-listed NCCL variables and the
+// launcher's verdict.
+func needFromEnv(vars []envVar, multi bool) rdmaNeed {
+	n := rdmaNeed{multi: multi}
+	for _, v := range vars {
+		switch v.name {
+		case "NCCL_IB_DISABLE":
+			// NCCL's integer parameters: strtoll base 0; a value that is not
+			// a number is ignored (the default, 0).
+			if i, err := strconv.ParseInt(strings.TrimLeft(v.value, " \t"), 0, 64); err == nil && i != 0 {
+				n.off = true
+			}
+		case "NCCL_NET":
+			// NCCL compares NCCL_NET with its networks' names ignoring case.
+			switch {
+			case strings.EqualFold(v.value, "Socket"):
+				n.off = true
+			case strings.EqualFold(v.value, "IB"):
+				n.netIB = true
+			}
+		case "NCCL_IB_HCA":
+			if v.value != "" {
+				n.hasHCA, n.hca = true, proc.ParseIBHCA(v.value)
+			}
+		}
+	}
+	return n
+}
+
+// reason returns why the process needs dev, "" when it does not. When
+// NCCL_IB_HCA is set, NCCL opens no device it leaves out, whatever else
+// applies.
+func (n rdmaNeed) reason(dev railDev) string {
+	if n.off {
+		return ""
+	}
+	if n.hasHCA {
+		for _, p := range dev.ports {
+			if n.hca.Selects(dev.name, p) {
+				return reasonIBHCA
+			}
+		}
+		return ""
+	}
+	switch {
+	case n.netIB:
+		return reasonNetIB
+	case n.multi:
+		return reasonMultiNode
+	}
+	return ""
+}
+
+// procReq is one needed rail device of a process.
+type procReq struct {
+	device, reason string
+	s              *exposition.Series
+}
+
+// required updates a process's needed rail devices for the devices of this
+// scrape; nothing until its environment was read. Series are kept while
+// device and reason stay the same.
+func (c *processCollector) required(st *procState, devs []railDev) {
+	if !st.envDone {
+		st.req = st.req[:0]
+		return
+	}
+	i := 0
+	for _, d := range devs {
+		r := st.need.reason(d)
+		if r == "" {
+			continue
+		}
+		if i == len(st.req) {
+			st.req = append(st.req, procReq{})
+		}
+		if q := &st.req[i]; q.s == nil || q.device != d.name || q.reason != r {
+			*q = procReq{device: d.name, reason: r, s: c.reqFam.With(st.pidS, st.comm, d.name, r)}
+		}
+		i++
+	}
+	st.req = st.req[:i]
+}
