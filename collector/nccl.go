@@ -62,6 +62,7 @@ type ncclCollector struct {
 	mu      sync.Mutex // guards what the last poll saw
 	files   float64
 	polled  bool // the files were listed at least once
+	noDir   bool // no file matched and no directory of a glob exists
 	backlog float64
 
 	// the series of each process, rebuilt when its Gen changes (Update
@@ -180,8 +181,10 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 func (c *ncclCollector) pollOnce(ctx context.Context) {
 	c.follower.Poll(func() bool { return ctx.Err() != nil })
 	backlog, files := c.follower.Backlog()
+	noDir := files == 0 && !anyGlobDir(c.opts.LogPaths)
 	c.mu.Lock()
 	c.backlog, c.files = float64(backlog), float64(files)
+	c.noDir = noDir
 	c.polled = true
 	c.mu.Unlock()
 	c.tracker.Expire()
@@ -238,11 +241,36 @@ func (c *ncclCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	defer c.mu.Unlock()
 	b.Add(c.filesS, c.files)
 	b.Add(c.backlogS, c.backlog)
-	if c.polled && c.files == 0 {
+	if c.polled && c.files == 0 && c.noDir {
+		// An existing directory without logs is an idle node (or one whose
+		// old logs were cleaned up): nothing to report, nothing wrong.
 		globs := strings.Join(c.opts.LogPaths, " ")
-		return sourceMissing(globs, ncclFix, "--collector.nccl.log-path %s matches no file", globs)
+		return sourceMissing(globs, ncclFix, "--collector.nccl.log-path %s matches no file and no directory of it exists", globs)
 	}
 	return nil
+}
+
+// anyGlobDir reports whether the directory of at least one glob exists
+// (a directory part with wildcards: whether it matches a directory).
+func anyGlobDir(globs []string) bool {
+	for _, g := range globs {
+		d := filepath.Dir(g)
+		dirs := []string{d}
+		if hasGlobMeta(d) {
+			dirs, _ = filepath.Glob(d) // patterns were checked at startup
+		}
+		for _, d := range dirs {
+			if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasGlobMeta is filepath's unexported hasMeta: whether path has a wildcard.
+func hasGlobMeta(path string) bool {
+	return strings.ContainsAny(path, `*?[\`)
 }
 
 // seriesOf returns the series of p, built again when p changed since.

@@ -338,3 +338,55 @@ func TestNCCLUpdateNoAllocs(t *testing.T) {
 		t.Errorf("%v allocations per Update", allocs)
 	}
 }
+
+// TestNCCLEmptyLogDirectory: a log directory without files (an idle node,
+// or one after `find /var/log/nccl -name '*.log' -mtime +7 -delete`) is no
+// failure; a directory that does not exist (a missing mount, a mistyped
+// path) is source_missing.
+func TestNCCLEmptyLogDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "jobs", "j1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		globs []string
+		want  State
+	}{
+		{"empty directory", []string{filepath.Join(dir, "*.log")}, StateOK},
+		{"wildcard directory exists", []string{filepath.Join(dir, "jobs", "*", "*.log")}, StateOK},
+		{"one of two directories exists", []string{filepath.Join(dir, "missing", "*.log"), filepath.Join(dir, "*.log")}, StateOK},
+		{"directory missing", []string{filepath.Join(dir, "missing", "*.log")}, StateSourceMissing},
+		{"wildcard directory matches nothing", []string{filepath.Join(dir, "nojobs", "*", "*.log")}, StateSourceMissing},
+		{"a file is no directory", []string{filepath.Join(dir, "jobs", "j1", "*.log", "x.log")}, StateSourceMissing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestNCCL(t, NCCLOptions{LogPaths: tc.globs})
+			c.poll()
+			var b exposition.Batch
+			err := c.Update(context.Background(), &b)
+			if st, reason := classify(err); st != tc.want {
+				t.Errorf("state %s (%s), want %s", st, reason, tc.want)
+			}
+			if got := sampleValue(&b, "fabric_nccl_log_files"); got != 0 {
+				t.Errorf("fabric_nccl_log_files %v, want 0", got)
+			}
+		})
+	}
+	// A file written later makes the missing directory's state ok.
+	glob := filepath.Join(dir, "later", "*.log")
+	c := newTestNCCL(t, NCCLOptions{LogPaths: []string{glob}})
+	c.poll()
+	var b exposition.Batch
+	if st, _ := classify(c.Update(context.Background(), &b)); st != StateSourceMissing {
+		t.Fatalf("state %s before the directory exists", st)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "later"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.poll()
+	b.Reset()
+	if err := c.Update(context.Background(), &b); err != nil {
+		t.Errorf("directory created, no file yet: %v", err)
+	}
+}
