@@ -71,7 +71,7 @@ type ncclCollector struct {
 	scrape uint64
 
 	netInfo, conns, devInfo, ifInfo, info, warnings, lastLog, envInfo, gdrOff *exposition.Family
-	initFail                                                                  *exposition.Family
+	initFail, commRanks, commNodes                                            *exposition.Family
 	linesS, unparsedS, trackedS, bytesS, evictedS, filesS, backlogS           *exposition.Series
 }
 
@@ -79,6 +79,7 @@ type ncclCollector struct {
 type ncclSeries struct {
 	gen, scrape                      uint64
 	net, info, warn, last, initFail  *exposition.Series
+	ranks, nodes                     *exposition.Series
 	conns, devices, ifaces, env, gdr []*exposition.Series
 }
 
@@ -157,6 +158,12 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 		initFail: env.Families.NewFamily("fabric_nccl_init_failure_info",
 			"NCCL init of the process found no usable network (\"Failed to initialize any NET plugin\", \"Error: network IB not found.\"); reason is that WARN message. Such a process has no fabric_nccl_net_info.",
 			gauge, "host", "pid", "reason"),
+		commRanks: env.Families.NewFamily("fabric_nccl_communicator_ranks",
+			"The largest communicator (ranks) the NCCL process logged, from \"comm 0x… rank 10 nranks 16 … - Init START|COMPLETE\" and the like (every NCCL version); absent until such a line was read.",
+			gauge, "host", "pid"),
+		commNodes: env.Families.NewFamily("fabric_nccl_communicator_nodes",
+			"The largest node count of a communicator of the NCCL process, from \"comm 0x… rank 0 nRanks 16 nNodes 2 …\" (NCCL 2.20 and later); absent until such a line was read. 1: the process's communicators stay on one host.",
+			gauge, "host", "pid"),
 	}
 	c.linesS = env.Families.NewFamily("fabric_nccl_log_lines_total", "Lines read from NCCL log files.", counter).With()
 	c.unparsedS = env.Families.NewFamily("fabric_nccl_log_unparsed_lines_total",
@@ -221,6 +228,12 @@ func (c *ncclCollector) Update(ctx context.Context, b *exposition.Batch) error {
 			for _, g := range s.gdr {
 				b.Add(g, 1)
 			}
+			if p.Ranks > 0 {
+				b.Add(s.ranks, float64(p.Ranks))
+			}
+			if p.Nodes > 0 {
+				b.Add(s.nodes, float64(p.Nodes))
+			}
 			b.Add(s.warn, float64(p.Warnings))
 			if p.LastSeen > 0 {
 				b.Add(s.last, float64(p.LastSeen)/1e9)
@@ -277,7 +290,8 @@ func hasGlobMeta(path string) bool {
 func (c *ncclCollector) seriesOf(p *nccl.Process) *ncclSeries {
 	s := c.series[p]
 	if s == nil {
-		s = &ncclSeries{warn: c.warnings.With(p.Host, p.PID), last: c.lastLog.With(p.Host, p.PID)}
+		s = &ncclSeries{warn: c.warnings.With(p.Host, p.PID), last: c.lastLog.With(p.Host, p.PID),
+			ranks: c.commRanks.With(p.Host, p.PID), nodes: c.commNodes.With(p.Host, p.PID)}
 		s.gen = p.Gen + 1
 		c.series[p] = s
 	}

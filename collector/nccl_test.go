@@ -390,3 +390,26 @@ func TestNCCLEmptyLogDirectory(t *testing.T) {
 		t.Errorf("directory created, no file yet: %v", err)
 	}
 }
+
+// TestNCCLCommunicatorSeries: the largest communicator and node count of
+// each process, absent for a process that logged neither (real lines:
+// sglang-3398, the 2.28.9 drill capture).
+func TestNCCLCommunicatorSeries(t *testing.T) {
+	const sglang = "llm-bm-infer-service-prod-17389809006090t9a-1100014361:88008:88008 [2] NCCL INFO "
+	c := scanText(t, sglang+"Using network Socket\n"+
+		sglang+"ncclCommInitRank comm 0xafd6da0 rank 10 nranks 16 cudaDev 2 nvmlDev 2 busId a2000 commId 0x898b6d578585998c - Init START\n"+
+		"vm:692:692 [0] NCCL INFO Using network Socket\n"+
+		"vm:692:692 [0] NCCL INFO ncclCommInitRankConfig comm 0x3674e350 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 60 commId 0xa6ce86ab2388df92 - Init START\n"+
+		"vm:692:692 [0] NCCL INFO comm 0x3674e350 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0\n"+
+		"vm:692:692 [0] NCCL INFO comm 0x3674e350 rank 0 nranks 2 cudaDev 0 busId 60 - Destroy COMPLETE\n"+
+		"h:5:5 [0] NCCL INFO Using network IB\n")
+	compare(t, c, `
+# HELP fabric_nccl_communicator_nodes The largest node count of a communicator of the NCCL process, from "comm 0x… rank 0 nRanks 16 nNodes 2 …" (NCCL 2.20 and later); absent until such a line was read. 1: the process's communicators stay on one host.
+# TYPE fabric_nccl_communicator_nodes gauge
+fabric_nccl_communicator_nodes{host="vm",pid="692"} 2
+# HELP fabric_nccl_communicator_ranks The largest communicator (ranks) the NCCL process logged, from "comm 0x… rank 10 nranks 16 … - Init START|COMPLETE" and the like (every NCCL version); absent until such a line was read.
+# TYPE fabric_nccl_communicator_ranks gauge
+fabric_nccl_communicator_ranks{host="llm-bm-infer-service-prod-17389809006090t9a-1100014361",pid="88008"} 16
+fabric_nccl_communicator_ranks{host="vm",pid="692"} 2
+`, "fabric_nccl_communicator_ranks", "fabric_nccl_communicator_nodes")
+}

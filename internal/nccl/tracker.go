@@ -149,7 +149,6 @@ func (t *Tracker) Line(f *File, line []byte) {
 		if p.InitFailure != "" && isInitComplete(l.msg) {
 			p.InitFailure = ""
 			p.Gen++
-			return
 		}
 		classifyTo(l.msg, &t.ev)
 		t.apply(p, &t.ev)
