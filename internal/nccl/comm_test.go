@@ -6,7 +6,7 @@ import (
 )
 
 // commLines are communicator lines in every form NCCL's INFO logs have
-// (format strings cited in message.go), with the values a real log has:
+// (format strings cited in comm.go), with the values a real log has:
 // the ranks and nodes each must give (nodes 0: not in the line).
 var commLines = []struct {
 	msg          string
