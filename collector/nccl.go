@@ -36,6 +36,7 @@ type NCCLOptions struct {
 	PollInterval time.Duration // --collector.nccl.poll-interval
 	MaxProcesses int           // --collector.nccl.max-processes
 	Retention    time.Duration // --collector.nccl.retention (0: never by age)
+	ExitedGrace  time.Duration // --collector.nccl.exited-grace (0: at once)
 	Hostname     string        // --collector.nccl.hostname ("" = os.Hostname)
 }
 
@@ -46,6 +47,8 @@ func ncclFlags(app *kingpin.Application, o *Options) {
 	app.Flag("collector.nccl.max-processes", "Most NCCL processes (host, pid) tracked; beyond it the one whose log was written longest ago is dropped.").Default("256").
 		Action(atLeastInt("collector.nccl.max-processes", &o.NCCL.MaxProcesses, 1)).IntVar(&o.NCCL.MaxProcesses)
 	app.Flag("collector.nccl.retention", "Forget an NCCL process whose log got no line for this long, unless it runs on this host and its PID is alive. 0 keeps processes until max-processes pushes them out.").Default("24h").DurationVar(&o.NCCL.Retention)
+	app.Flag("collector.nccl.exited-grace", "Drop an NCCL process of this host this long after its PID is found gone from --path.procfs (exited, a zombie, or reused by a newer process); 0 drops it at once. Processes of other host names are left to the retention.").Default("30s").
+		Action(atLeastDuration("collector.nccl.exited-grace", &o.NCCL.ExitedGrace, 0)).DurationVar(&o.NCCL.ExitedGrace)
 	app.Flag("collector.nccl.hostname", "The host name NCCL writes for processes of this machine (default: the exporter's host name); their PIDs are checked under --path.procfs.").PlaceHolder("NAME").StringVar(&o.NCCL.Hostname)
 }
 
@@ -117,6 +120,9 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 	if no.Retention < 0 {
 		return nil, fmt.Errorf("--collector.nccl.retention %s: must not be negative", no.Retention)
 	}
+	if no.ExitedGrace < 0 {
+		return nil, fmt.Errorf("--collector.nccl.exited-grace %s: must not be negative", no.ExitedGrace)
+	}
 	host := no.Hostname
 	if host == "" {
 		host, _ = os.Hostname()
@@ -175,7 +181,7 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 	c.filesS = env.Families.NewFamily("fabric_nccl_log_files", "NCCL log files matched by the globs at the last poll.", gauge).With()
 	c.backlogS = env.Families.NewFamily("fabric_nccl_log_backlog_bytes", "Bytes of the NCCL log files not read yet at the end of the last poll.", gauge).With()
 	c.tracker = nccl.NewTracker(nccl.TrackerOptions{MaxProcesses: no.MaxProcesses, Retention: no.Retention,
-		Hostname: host, Procfs: procfs, Logger: env.Logger})
+		ExitedGrace: no.ExitedGrace, Hostname: host, Procfs: procfs, Logger: env.Logger})
 	c.follower = nccl.NewFollower(no.LogPaths, c.tracker)
 	c.follower.ReadErr = func(path string, err error) {
 		env.ReadErrors.Inc()

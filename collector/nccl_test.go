@@ -5,9 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
@@ -82,6 +85,7 @@ func TestNCCLBadOptions(t *testing.T) {
 		{PollInterval: time.Microsecond},
 		{MaxProcesses: -1},
 		{Retention: -time.Hour},
+		{ExitedGrace: -time.Second},
 	} {
 		if _, err := newNCCLCollector(env, &Options{NCCL: o}); err == nil {
 			t.Errorf("%+v: no error", o)
@@ -412,4 +416,73 @@ fabric_nccl_communicator_nodes{host="vm",pid="692"} 2
 fabric_nccl_communicator_ranks{host="llm-bm-infer-service-prod-17389809006090t9a-1100014361",pid="88008"} 16
 fabric_nccl_communicator_ranks{host="vm",pid="692"} 2
 `, "fabric_nccl_communicator_ranks", "fabric_nccl_communicator_nodes")
+}
+
+// TestNCCLExitedProcessSeries: the series of a process of this host go
+// once its PID is gone from --path.procfs (here with exited-grace 0); a
+// process of another host name stays (retention).
+func TestNCCLExitedProcessSeries(t *testing.T) {
+	procfs := t.TempDir()
+	now := time.Now()
+	btime := now.Add(-time.Hour)
+	testenv.WriteFile(t, filepath.Join(procfs, "stat"), "cpu  1 2 3 4 5 6 7 0 0 0\nbtime "+strconv.FormatInt(btime.Unix(), 10)+"\n")
+	// a real /proc/PID/stat line with starttime (field 22) a minute ago
+	start := strconv.FormatInt(int64((time.Hour-time.Minute)/(10*time.Millisecond)), 10)
+	os.Mkdir(filepath.Join(procfs, "4242"), 0o755)
+	testenv.WriteFile(t, filepath.Join(procfs, "4242", "stat"), "4242 (pt_main_thread) S 4200 4242 4200 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 "+start+" 3133440 413 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
+	dir := t.TempDir()
+	testenv.WriteFile(t, filepath.Join(dir, "gpu1.4242.log"), "gpu1:4242:4242 [0] NCCL INFO NET/IB : No device found.\n"+
+		"gpu1:4242:4242 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"+
+		"gpu1:4242:4242 [0] NCCL INFO Using network Socket\n")
+	testenv.WriteFile(t, filepath.Join(dir, "gpu2.77.log"), "gpu2:77:77 [0] NCCL INFO Using network Socket\n")
+	env, _ := testEnv()
+	c, err := newNCCLState(env, &Options{ProcfsPath: procfs, NCCL: NCCLOptions{LogPaths: []string{filepath.Join(dir, "*.log")},
+		Hostname: "gpu1", Retention: 24 * time.Hour, ExitedGrace: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.follower.Yield = func() {}
+	c.poll()
+	want := `fabric_nccl_net_info{host="gpu1",net="Socket",pid="4242"} 1
+fabric_nccl_net_info{host="gpu2",net="Socket",pid="77"} 1
+fabric_nccl_tracked_processes 2
+`
+	if got := ncclSamples(t, c, "fabric_nccl_net_info", "fabric_nccl_tracked_processes"); got != want {
+		t.Errorf("alive: got\n%swant\n%s", got, want)
+	}
+	os.RemoveAll(filepath.Join(procfs, "4242"))
+	time.Sleep(pidCheckInterval)
+	c.poll()
+	want = `fabric_nccl_net_info{host="gpu2",net="Socket",pid="77"} 1
+fabric_nccl_tracked_processes 1
+`
+	if got := ncclSamples(t, c, "fabric_nccl_net_info", "fabric_nccl_tracked_processes"); got != want {
+		t.Errorf("exited: got\n%swant\n%s", got, want)
+	}
+}
+
+// pidCheckInterval is the Tracker's least interval between PID checks.
+const pidCheckInterval = 1100 * time.Millisecond
+
+// TestNCCLExitedGraceFlag: --collector.nccl.exited-grace defaults to 30s,
+// takes 0, and refuses a negative duration.
+func TestNCCLExitedGraceFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+		ok   bool
+	}{
+		{nil, 30 * time.Second, true},
+		{[]string{"--collector.nccl.exited-grace=0"}, 0, true},
+		{[]string{"--collector.nccl.exited-grace=2m"}, 2 * time.Minute, true},
+		{[]string{"--collector.nccl.exited-grace=-1s"}, 0, false},
+	} {
+		app := kingpin.New("t", "")
+		var o Options
+		ncclFlags(app, &o)
+		_, err := app.Parse(tc.args)
+		if (err == nil) != tc.ok || tc.ok && o.NCCL.ExitedGrace != tc.want {
+			t.Errorf("%v: grace %s, err %v; want %s, ok %v", tc.args, o.NCCL.ExitedGrace, err, tc.want, tc.ok)
+		}
+	}
 }

@@ -54,6 +54,14 @@ type Process struct {
 	ifKey   string
 	netLogs uint8 // evidence debug lines logged
 
+	// The PID check (exited.go); times in Unix nanoseconds of
+	// TrackerOptions.Now.
+	firstSeen  int64  // when the Tracker read the process's first line
+	readAt     int64  // when it read its latest line
+	exitedAt   int64  // when a check first found the PID gone (0: not)
+	startTicks uint64 // starttime of /proc/PID/stat while it was alive…
+	startKnown bool   // …when known
+
 	// What the init lines said, for the socket fallback (see
 	// EvidenceSocketFallback): a socket interface list was logged, IB
 	// found no device, NCCL_IB_DISABLE is set, no external plugin is used.

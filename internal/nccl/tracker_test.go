@@ -27,6 +27,7 @@ type testOpts struct {
 	LogPaths     []string
 	MaxProcesses int
 	Retention    time.Duration
+	ExitedGrace  time.Duration
 	Hostname     string
 	Procfs       string
 	Now          func() time.Time
@@ -48,7 +49,7 @@ func newTestNCCL(t testing.TB, o testOpts) *testNCCL {
 	if o.Procfs == "" {
 		o.Procfs = "/nonexistent/proc"
 	}
-	tr := NewTracker(TrackerOptions{MaxProcesses: o.MaxProcesses, Retention: o.Retention, Hostname: o.Hostname, Procfs: o.Procfs, Now: o.Now, Logger: o.Logger})
+	tr := NewTracker(TrackerOptions{MaxProcesses: o.MaxProcesses, Retention: o.Retention, ExitedGrace: o.ExitedGrace, Hostname: o.Hostname, Procfs: o.Procfs, Now: o.Now, Logger: o.Logger})
 	c := &testNCCL{Tracker: tr, tailer: NewFollower(o.LogPaths, tr)}
 	c.tailer.Yield = func() {}
 	return c
