@@ -36,6 +36,7 @@ type NCCLOptions struct {
 	PollInterval time.Duration // --collector.nccl.poll-interval
 	MaxProcesses int           // --collector.nccl.max-processes
 	Retention    time.Duration // --collector.nccl.retention (0: never by age)
+	ExitedGrace  time.Duration // --collector.nccl.exited-grace (0: at once)
 	Hostname     string        // --collector.nccl.hostname ("" = os.Hostname)
 }
 
@@ -46,6 +47,8 @@ func ncclFlags(app *kingpin.Application, o *Options) {
 	app.Flag("collector.nccl.max-processes", "Most NCCL processes (host, pid) tracked; beyond it the one whose log was written longest ago is dropped.").Default("256").
 		Action(atLeastInt("collector.nccl.max-processes", &o.NCCL.MaxProcesses, 1)).IntVar(&o.NCCL.MaxProcesses)
 	app.Flag("collector.nccl.retention", "Forget an NCCL process whose log got no line for this long, unless it runs on this host and its PID is alive. 0 keeps processes until max-processes pushes them out.").Default("24h").DurationVar(&o.NCCL.Retention)
+	app.Flag("collector.nccl.exited-grace", "Drop an NCCL process of this host this long after its PID is found gone from --path.procfs (exited, a zombie, or reused by a newer process); 0 drops it at once. Processes of other host names are left to the retention.").Default("30s").
+		Action(atLeastDuration("collector.nccl.exited-grace", &o.NCCL.ExitedGrace, 0)).DurationVar(&o.NCCL.ExitedGrace)
 	app.Flag("collector.nccl.hostname", "The host name NCCL writes for processes of this machine (default: the exporter's host name); their PIDs are checked under --path.procfs.").PlaceHolder("NAME").StringVar(&o.NCCL.Hostname)
 }
 
@@ -62,6 +65,7 @@ type ncclCollector struct {
 	mu      sync.Mutex // guards what the last poll saw
 	files   float64
 	polled  bool // the files were listed at least once
+	noDir   bool // no file matched and no directory of a glob exists
 	backlog float64
 
 	// the series of each process, rebuilt when its Gen changes (Update
@@ -70,7 +74,7 @@ type ncclCollector struct {
 	scrape uint64
 
 	netInfo, conns, devInfo, ifInfo, info, warnings, lastLog, envInfo, gdrOff *exposition.Family
-	initFail                                                                  *exposition.Family
+	initFail, commRanks, commNodes                                            *exposition.Family
 	linesS, unparsedS, trackedS, bytesS, evictedS, filesS, backlogS           *exposition.Series
 }
 
@@ -78,6 +82,7 @@ type ncclCollector struct {
 type ncclSeries struct {
 	gen, scrape                      uint64
 	net, info, warn, last, initFail  *exposition.Series
+	ranks, nodes                     *exposition.Series
 	conns, devices, ifaces, env, gdr []*exposition.Series
 }
 
@@ -114,6 +119,9 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 	}
 	if no.Retention < 0 {
 		return nil, fmt.Errorf("--collector.nccl.retention %s: must not be negative", no.Retention)
+	}
+	if no.ExitedGrace < 0 {
+		return nil, fmt.Errorf("--collector.nccl.exited-grace %s: must not be negative", no.ExitedGrace)
 	}
 	host := no.Hostname
 	if host == "" {
@@ -156,6 +164,12 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 		initFail: env.Families.NewFamily("fabric_nccl_init_failure_info",
 			"NCCL init of the process found no usable network (\"Failed to initialize any NET plugin\", \"Error: network IB not found.\"); reason is that WARN message. Such a process has no fabric_nccl_net_info.",
 			gauge, "host", "pid", "reason"),
+		commRanks: env.Families.NewFamily("fabric_nccl_communicator_ranks",
+			"The largest communicator (ranks) the NCCL process logged, from \"comm 0x… rank 10 nranks 16 … - Init START|COMPLETE\" and the like (every NCCL version); absent until such a line was read.",
+			gauge, "host", "pid"),
+		commNodes: env.Families.NewFamily("fabric_nccl_communicator_nodes",
+			"The largest node count of a communicator of the NCCL process, from \"comm 0x… rank 0 nRanks 16 nNodes 2 …\" (NCCL 2.20 and later); absent until such a line was read. 1: the process's communicators stay on one host.",
+			gauge, "host", "pid"),
 	}
 	c.linesS = env.Families.NewFamily("fabric_nccl_log_lines_total", "Lines read from NCCL log files.", counter).With()
 	c.unparsedS = env.Families.NewFamily("fabric_nccl_log_unparsed_lines_total",
@@ -167,7 +181,7 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 	c.filesS = env.Families.NewFamily("fabric_nccl_log_files", "NCCL log files matched by the globs at the last poll.", gauge).With()
 	c.backlogS = env.Families.NewFamily("fabric_nccl_log_backlog_bytes", "Bytes of the NCCL log files not read yet at the end of the last poll.", gauge).With()
 	c.tracker = nccl.NewTracker(nccl.TrackerOptions{MaxProcesses: no.MaxProcesses, Retention: no.Retention,
-		Hostname: host, Procfs: procfs, Logger: env.Logger})
+		ExitedGrace: no.ExitedGrace, Hostname: host, Procfs: procfs, Logger: env.Logger})
 	c.follower = nccl.NewFollower(no.LogPaths, c.tracker)
 	c.follower.ReadErr = func(path string, err error) {
 		env.ReadErrors.Inc()
@@ -180,8 +194,10 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 func (c *ncclCollector) pollOnce(ctx context.Context) {
 	c.follower.Poll(func() bool { return ctx.Err() != nil })
 	backlog, files := c.follower.Backlog()
+	noDir := files == 0 && !anyGlobDir(c.opts.LogPaths)
 	c.mu.Lock()
 	c.backlog, c.files = float64(backlog), float64(files)
+	c.noDir = noDir
 	c.polled = true
 	c.mu.Unlock()
 	c.tracker.Expire()
@@ -218,6 +234,12 @@ func (c *ncclCollector) Update(ctx context.Context, b *exposition.Batch) error {
 			for _, g := range s.gdr {
 				b.Add(g, 1)
 			}
+			if p.Ranks > 0 {
+				b.Add(s.ranks, float64(p.Ranks))
+			}
+			if p.Nodes > 0 {
+				b.Add(s.nodes, float64(p.Nodes))
+			}
 			b.Add(s.warn, float64(p.Warnings))
 			if p.LastSeen > 0 {
 				b.Add(s.last, float64(p.LastSeen)/1e9)
@@ -238,18 +260,44 @@ func (c *ncclCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	defer c.mu.Unlock()
 	b.Add(c.filesS, c.files)
 	b.Add(c.backlogS, c.backlog)
-	if c.polled && c.files == 0 {
+	if c.polled && c.files == 0 && c.noDir {
+		// An existing directory without logs is an idle node (or one whose
+		// old logs were cleaned up): nothing to report, nothing wrong.
 		globs := strings.Join(c.opts.LogPaths, " ")
-		return sourceMissing(globs, ncclFix, "--collector.nccl.log-path %s matches no file", globs)
+		return sourceMissing(globs, ncclFix, "--collector.nccl.log-path %s matches no file and no directory of it exists", globs)
 	}
 	return nil
+}
+
+// anyGlobDir reports whether the directory of at least one glob exists
+// (a directory part with wildcards: whether it matches a directory).
+func anyGlobDir(globs []string) bool {
+	for _, g := range globs {
+		d := filepath.Dir(g)
+		dirs := []string{d}
+		if hasGlobMeta(d) {
+			dirs, _ = filepath.Glob(d) // patterns were checked at startup
+		}
+		for _, d := range dirs {
+			if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasGlobMeta is filepath's unexported hasMeta: whether path has a wildcard.
+func hasGlobMeta(path string) bool {
+	return strings.ContainsAny(path, `*?[\`)
 }
 
 // seriesOf returns the series of p, built again when p changed since.
 func (c *ncclCollector) seriesOf(p *nccl.Process) *ncclSeries {
 	s := c.series[p]
 	if s == nil {
-		s = &ncclSeries{warn: c.warnings.With(p.Host, p.PID), last: c.lastLog.With(p.Host, p.PID)}
+		s = &ncclSeries{warn: c.warnings.With(p.Host, p.PID), last: c.lastLog.With(p.Host, p.PID),
+			ranks: c.commRanks.With(p.Host, p.PID), nodes: c.commNodes.With(p.Host, p.PID)}
 		s.gen = p.Gen + 1
 		c.series[p] = s
 	}

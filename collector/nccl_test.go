@@ -5,9 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
@@ -82,6 +85,7 @@ func TestNCCLBadOptions(t *testing.T) {
 		{PollInterval: time.Microsecond},
 		{MaxProcesses: -1},
 		{Retention: -time.Hour},
+		{ExitedGrace: -time.Second},
 	} {
 		if _, err := newNCCLCollector(env, &Options{NCCL: o}); err == nil {
 			t.Errorf("%+v: no error", o)
@@ -336,5 +340,149 @@ func TestNCCLUpdateNoAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per Update", allocs)
+	}
+}
+
+// TestNCCLEmptyLogDirectory: a log directory without files (an idle node,
+// or one after `find /var/log/nccl -name '*.log' -mtime +7 -delete`) is no
+// failure; a directory that does not exist (a missing mount, a mistyped
+// path) is source_missing.
+func TestNCCLEmptyLogDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "jobs", "j1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		globs []string
+		want  State
+	}{
+		{"empty directory", []string{filepath.Join(dir, "*.log")}, StateOK},
+		{"wildcard directory exists", []string{filepath.Join(dir, "jobs", "*", "*.log")}, StateOK},
+		{"one of two directories exists", []string{filepath.Join(dir, "missing", "*.log"), filepath.Join(dir, "*.log")}, StateOK},
+		{"directory missing", []string{filepath.Join(dir, "missing", "*.log")}, StateSourceMissing},
+		{"wildcard directory matches nothing", []string{filepath.Join(dir, "nojobs", "*", "*.log")}, StateSourceMissing},
+		{"a file is no directory", []string{filepath.Join(dir, "jobs", "j1", "*.log", "x.log")}, StateSourceMissing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestNCCL(t, NCCLOptions{LogPaths: tc.globs})
+			c.poll()
+			var b exposition.Batch
+			err := c.Update(context.Background(), &b)
+			if st, reason := classify(err); st != tc.want {
+				t.Errorf("state %s (%s), want %s", st, reason, tc.want)
+			}
+			if got := sampleValue(&b, "fabric_nccl_log_files"); got != 0 {
+				t.Errorf("fabric_nccl_log_files %v, want 0", got)
+			}
+		})
+	}
+	// A file written later makes the missing directory's state ok.
+	glob := filepath.Join(dir, "later", "*.log")
+	c := newTestNCCL(t, NCCLOptions{LogPaths: []string{glob}})
+	c.poll()
+	var b exposition.Batch
+	if st, _ := classify(c.Update(context.Background(), &b)); st != StateSourceMissing {
+		t.Fatalf("state %s before the directory exists", st)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "later"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.poll()
+	b.Reset()
+	if err := c.Update(context.Background(), &b); err != nil {
+		t.Errorf("directory created, no file yet: %v", err)
+	}
+}
+
+// TestNCCLCommunicatorSeries: the largest communicator and node count of
+// each process, absent for a process that logged neither (real lines:
+// sglang-3398, the 2.28.9 drill capture).
+func TestNCCLCommunicatorSeries(t *testing.T) {
+	const sglang = "llm-bm-infer-service-prod-17389809006090t9a-1100014361:88008:88008 [2] NCCL INFO "
+	c := scanText(t, sglang+"Using network Socket\n"+
+		sglang+"ncclCommInitRank comm 0xafd6da0 rank 10 nranks 16 cudaDev 2 nvmlDev 2 busId a2000 commId 0x898b6d578585998c - Init START\n"+
+		"vm:692:692 [0] NCCL INFO Using network Socket\n"+
+		"vm:692:692 [0] NCCL INFO ncclCommInitRankConfig comm 0x3674e350 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 60 commId 0xa6ce86ab2388df92 - Init START\n"+
+		"vm:692:692 [0] NCCL INFO comm 0x3674e350 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0\n"+
+		"vm:692:692 [0] NCCL INFO comm 0x3674e350 rank 0 nranks 2 cudaDev 0 busId 60 - Destroy COMPLETE\n"+
+		"h:5:5 [0] NCCL INFO Using network IB\n")
+	compare(t, c, `
+# HELP fabric_nccl_communicator_nodes The largest node count of a communicator of the NCCL process, from "comm 0x… rank 0 nRanks 16 nNodes 2 …" (NCCL 2.20 and later); absent until such a line was read. 1: the process's communicators stay on one host.
+# TYPE fabric_nccl_communicator_nodes gauge
+fabric_nccl_communicator_nodes{host="vm",pid="692"} 2
+# HELP fabric_nccl_communicator_ranks The largest communicator (ranks) the NCCL process logged, from "comm 0x… rank 10 nranks 16 … - Init START|COMPLETE" and the like (every NCCL version); absent until such a line was read.
+# TYPE fabric_nccl_communicator_ranks gauge
+fabric_nccl_communicator_ranks{host="llm-bm-infer-service-prod-17389809006090t9a-1100014361",pid="88008"} 16
+fabric_nccl_communicator_ranks{host="vm",pid="692"} 2
+`, "fabric_nccl_communicator_ranks", "fabric_nccl_communicator_nodes")
+}
+
+// TestNCCLExitedProcessSeries: the series of a process of this host go
+// once its PID is gone from --path.procfs (here with exited-grace 0); a
+// process of another host name stays (retention).
+func TestNCCLExitedProcessSeries(t *testing.T) {
+	procfs := t.TempDir()
+	now := time.Now()
+	btime := now.Add(-time.Hour)
+	testenv.WriteFile(t, filepath.Join(procfs, "stat"), "cpu  1 2 3 4 5 6 7 0 0 0\nbtime "+strconv.FormatInt(btime.Unix(), 10)+"\n")
+	// a real /proc/PID/stat line with starttime (field 22) a minute ago
+	start := strconv.FormatInt(int64((time.Hour-time.Minute)/(10*time.Millisecond)), 10)
+	os.Mkdir(filepath.Join(procfs, "4242"), 0o755)
+	testenv.WriteFile(t, filepath.Join(procfs, "4242", "stat"), "4242 (pt_main_thread) S 4200 4242 4200 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 "+start+" 3133440 413 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
+	dir := t.TempDir()
+	testenv.WriteFile(t, filepath.Join(dir, "gpu1.4242.log"), "gpu1:4242:4242 [0] NCCL INFO NET/IB : No device found.\n"+
+		"gpu1:4242:4242 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"+
+		"gpu1:4242:4242 [0] NCCL INFO Using network Socket\n")
+	testenv.WriteFile(t, filepath.Join(dir, "gpu2.77.log"), "gpu2:77:77 [0] NCCL INFO Using network Socket\n")
+	env, _ := testEnv()
+	c, err := newNCCLState(env, &Options{ProcfsPath: procfs, NCCL: NCCLOptions{LogPaths: []string{filepath.Join(dir, "*.log")},
+		Hostname: "gpu1", Retention: 24 * time.Hour, ExitedGrace: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.follower.Yield = func() {}
+	c.poll()
+	want := `fabric_nccl_net_info{host="gpu1",net="Socket",pid="4242"} 1
+fabric_nccl_net_info{host="gpu2",net="Socket",pid="77"} 1
+fabric_nccl_tracked_processes 2
+`
+	if got := ncclSamples(t, c, "fabric_nccl_net_info", "fabric_nccl_tracked_processes"); got != want {
+		t.Errorf("alive: got\n%swant\n%s", got, want)
+	}
+	os.RemoveAll(filepath.Join(procfs, "4242"))
+	time.Sleep(pidCheckInterval)
+	c.poll()
+	want = `fabric_nccl_net_info{host="gpu2",net="Socket",pid="77"} 1
+fabric_nccl_tracked_processes 1
+`
+	if got := ncclSamples(t, c, "fabric_nccl_net_info", "fabric_nccl_tracked_processes"); got != want {
+		t.Errorf("exited: got\n%swant\n%s", got, want)
+	}
+}
+
+// pidCheckInterval is the Tracker's least interval between PID checks.
+const pidCheckInterval = 1100 * time.Millisecond
+
+// TestNCCLExitedGraceFlag: --collector.nccl.exited-grace defaults to 30s,
+// takes 0, and refuses a negative duration.
+func TestNCCLExitedGraceFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+		ok   bool
+	}{
+		{nil, 30 * time.Second, true},
+		{[]string{"--collector.nccl.exited-grace=0"}, 0, true},
+		{[]string{"--collector.nccl.exited-grace=2m"}, 2 * time.Minute, true},
+		{[]string{"--collector.nccl.exited-grace=-1s"}, 0, false},
+	} {
+		app := kingpin.New("t", "")
+		var o Options
+		ncclFlags(app, &o)
+		_, err := app.Parse(tc.args)
+		if (err == nil) != tc.ok || tc.ok && o.NCCL.ExitedGrace != tc.want {
+			t.Errorf("%v: grace %s, err %v; want %s, ok %v", tc.args, o.NCCL.ExitedGrace, err, tc.want, tc.ok)
+		}
 	}
 }

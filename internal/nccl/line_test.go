@@ -126,6 +126,11 @@ func ncclFixtureLines(t testing.TB) [][]byte {
 		"h:1:2 [0] NCCL INFO Assigned NET plugin IB to comm",
 		"h23:1:1 [0] NCCL INFO Using internal Network IB",
 		"h:7:7 [0] NCCL INFO NET/Plugin: Using internal network plugin.",
+		"vm:692:692 [0] NCCL INFO comm 0x3674e350 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+		"vm:692:692 [0] NCCL INFO ncclCommInitRankConfig comm 0x3674e350 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 60 commId 0xa6ce86ab2388df92 - Init START",
+		"h:8:8 [5] NCCL INFO [Rank 5] ncclCommInitRankConfig comm 0x3674e350 rank 5 nranks 16 cudaDev 5 nvmlDev 5 busId 60 commId 0x1 - Init START",
+		"h:8:8 [5] NCCL INFO CommRevokeAsync START comm 0x3674e350 rank 0 nRanks 16 nNodes 2 localRank 0 cudaDev 0",
+		"h23:9:9 [0] NCCL INFO comm 0x7f1d7c001d70 rank 1 nranks 2 - COMPLETE",
 	} {
 		out = append(out, []byte(s))
 	}
@@ -245,6 +250,9 @@ func FuzzParseNCCLLine(f *testing.F) {
 					if len(s) > maxLabel {
 						t.Fatalf("%q: label %q over %d bytes", line, s, maxLabel)
 					}
+				}
+				if p.Ranks > maxCommSize || p.Nodes > maxCommSize {
+					t.Fatalf("%q: ranks %d nodes %d", line, p.Ranks, p.Nodes)
 				}
 				if strings.ContainsRune(p.Net, '\n') {
 					t.Fatalf("%q: net %q", line, p.Net)

@@ -74,6 +74,7 @@ const (
 	evGDRDisabled           // "NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)": net, name, value
 	evNetNoDevice           // "NET/IB : No device found.": name = the net
 	evPluginNone            // "NET/Plugin : No plugin found …": no external net plugin is in use
+	evComm                  // "comm 0x… rank 10 nranks 16 …": ranks (and nodes when logged)
 )
 
 // Evidence says how sure a line is about the network a process uses; a
@@ -115,6 +116,8 @@ type event struct {
 	name, value []byte // net name, transport, version, variable, device
 	net         []byte // evGDRDisabled: the net that printed it
 	list        []byte // evNetDevices, evSocketIfs: the "[0]…" list
+	ranks       uint32 // evComm: the communicator's ranks…
+	nodes       uint32 // …and nodes (0: not in the line)
 }
 
 var (
@@ -157,6 +160,9 @@ func classifyTo(msg []byte, ev *event) {
 			parseConnection(msg, ev)
 			return
 		}
+		parseCommLine(msg, ev) // "CommRevokeAsync START comm …"
+	case 'c', 'n', '[':
+		parseCommLine(msg, ev) // comm.go
 	case 'R':
 		if bytes.HasPrefix(msg, msgRing) {
 			parseConnection(msg, ev)

@@ -13,12 +13,18 @@ type Process struct {
 	Key string
 	// Gen changes whenever a field other than a count changes (the
 	// network, version, a list, a new connection kind, the init failure),
-	// so that a reader can cache what it derives from them.
+	// so that a reader can cache what it derives from them. Warnings,
+	// Conns[i].N, LastSeen, Ranks and Nodes change without it.
 	Gen uint64
 	// LastSeen is the modification time of the file of its latest line,
 	// Unix nanoseconds (NCCL lines carry no time of their own).
 	LastSeen int64
 	Warnings uint64 // WARN lines
+	// Ranks is the largest communicator size (nranks) the process logged
+	// ("comm 0x… rank 10 nranks 16 … - Init START"), Nodes the largest
+	// node count ("comm 0x… rank 0 nRanks 16 nNodes 2 …", NCCL 2.20+); 0
+	// until such a line was read.
+	Ranks, Nodes uint32
 
 	// Net is the network NCCL chose as NCCL names it (IB, Socket,
 	// IBext_v8, …), "" when unknown; NetEvidence says from which line.
@@ -47,6 +53,14 @@ type Process struct {
 	devKey  string   // the device list as logged, to skip repeats
 	ifKey   string
 	netLogs uint8 // evidence debug lines logged
+
+	// The PID check (exited.go); times in Unix nanoseconds of
+	// TrackerOptions.Now.
+	firstSeen  int64  // when the Tracker read the process's first line
+	readAt     int64  // when it read its latest line
+	exitedAt   int64  // when a check first found the PID gone (0: not)
+	startTicks uint64 // starttime of /proc/PID/stat while it was alive…
+	startKnown bool   // …when known
 
 	// What the init lines said, for the socket fallback (see
 	// EvidenceSocketFallback): a socket interface list was logged, IB
@@ -132,6 +146,9 @@ func (t *Tracker) apply(p *Process, ev *event) {
 		}
 	case evGDRDisabled:
 		p.setGDRDisabled(ev.net, ev.name, ev.value)
+	case evComm:
+		p.Ranks = max(p.Ranks, ev.ranks)
+		p.Nodes = max(p.Nodes, ev.nodes)
 	}
 }
 

@@ -2,6 +2,7 @@ package nccl
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,13 +23,16 @@ type TrackerOptions struct {
 	// Retention forgets a process whose log got no line for this long,
 	// unless it is local and its PID is alive. 0: never by age.
 	Retention time.Duration
+	// ExitedGrace is how long a local process whose PID exited is kept
+	// (exited.go); 0: dropped at the first check that finds it gone.
+	ExitedGrace time.Duration
 	// Hostname is the host name NCCL writes for processes of this machine;
 	// Procfs (default /proc) is where their PIDs are checked.
 	Hostname, Procfs string
 	// Logger gets, at debug level, every change of a process's network
 	// with the line that decided it (bounded per process). nil: none.
 	Logger log.Logger
-	// Now is the clock of Retention (nil: time.Now).
+	// Now is the clock of Retention and ExitedGrace (nil: time.Now).
 	Now func() time.Time
 }
 
@@ -38,6 +42,7 @@ type Stats struct {
 	Unparsed uint64 // lines that are no NCCL log lines, and lines over 64 KiB
 	Bytes    uint64 // bytes read
 	Evicted  uint64 // processes dropped because MaxProcesses were tracked
+	Exited   uint64 // local processes dropped because their PID exited
 }
 
 // Tracker is a Sink that parses NCCL log lines into Processes. The
@@ -56,7 +61,15 @@ type Tracker struct {
 	curFile  *File                    // the file and text of the line being parsed, for
 	curLine  []byte                   // the evidence log (valid only inside Line)
 	chunkMod int64                    // mtime of the file being read
+	chunkNow int64                    // Now when its reading began, Unix nanoseconds
 	stats    Stats
+
+	// the PID checks (exited.go)
+	locals         int // local processes tracked
+	pidCheckAt     int64
+	btime, btimeAt int64 // boot time (s) from Procfs/stat, and when it was read
+	btimeOK        bool
+	statBuf        [1024]byte
 }
 
 const (
@@ -97,6 +110,7 @@ func (t *Tracker) View(fn func(procs []*Process, st Stats)) {
 func (t *Tracker) Begin(f *File) {
 	t.mu.Lock()
 	t.chunkMod = f.mtime
+	t.chunkNow = t.opts.Now().UnixNano()
 }
 
 // End ends a chunk of n bytes (Sink).
@@ -149,7 +163,6 @@ func (t *Tracker) Line(f *File, line []byte) {
 		if p.InitFailure != "" && isInitComplete(l.msg) {
 			p.InitFailure = ""
 			p.Gen++
-			return
 		}
 		classifyTo(l.msg, &t.ev)
 		t.apply(p, &t.ev)
@@ -160,6 +173,7 @@ func (t *Tracker) touch(p *Process) {
 	if t.chunkMod > p.LastSeen {
 		p.LastSeen = t.chunkMod
 	}
+	p.readAt = t.chunkNow
 }
 
 // procForTag is the process a bare version line of stream tag belongs to.
@@ -232,6 +246,13 @@ func (t *Tracker) lookupMap(host, pid []byte) *Process {
 	p := &Process{Host: string(host), PID: string(pid), Key: string(t.keyBuf), viaConn: -1}
 	p.pidNum, _ = pidNumber(pid)
 	p.local = isDigits(pid) && sameHost(p.Host, t.opts.Hostname)
+	if p.local {
+		t.locals++
+	}
+	p.firstSeen = t.chunkNow
+	if p.firstSeen == 0 {
+		p.firstSeen = t.opts.Now().UnixNano() // a Line outside Begin and End
+	}
 	t.procs[p.Key] = p
 	t.sorted = nil
 	return p
@@ -251,25 +272,49 @@ func (t *Tracker) evictOldest() {
 }
 
 func (t *Tracker) drop(p *Process) {
+	if p.local {
+		t.locals--
+	}
 	p.gone = true
 	delete(t.procs, p.Key)
 	t.sorted = nil
 }
 
-// Expire drops the processes without a line for the retention period,
-// except those of this host whose PID is alive.
+// Expire drops the processes of this host whose PID exited, ExitedGrace
+// after it was found gone (exited.go), and the processes without a line
+// for the retention period, except those of this host whose PID is alive.
 func (t *Tracker) Expire() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.opts.Retention <= 0 {
-		return
+	now := t.opts.Now().UnixNano()
+	check := t.pidChecks(now)
+	limit := int64(math.MinInt64)
+	if t.opts.Retention > 0 {
+		limit = now - int64(t.opts.Retention)
 	}
-	limit := t.opts.Now().Add(-t.opts.Retention).UnixNano()
 	for _, p := range t.procs {
+		if p.local && check {
+			switch t.pidState(p) {
+			case pidExited:
+				if p.exitedAt == 0 {
+					p.exitedAt = now
+				}
+			case pidAlive:
+				p.exitedAt = 0
+			}
+		}
+		if p.exitedAt != 0 && now-max(p.exitedAt, p.readAt) >= int64(t.opts.ExitedGrace) {
+			t.drop(p)
+			t.stats.Exited++
+			if t.opts.Logger != nil {
+				level.Debug(t.opts.Logger).Log("msg", "NCCL process exited: dropped", "host", p.Host, "pid", p.PID)
+			}
+			continue
+		}
 		if p.LastSeen >= limit {
 			continue
 		}
-		if p.local {
+		if p.local && p.exitedAt == 0 {
 			if _, err := os.Stat(filepath.Join(t.opts.Procfs, p.PID)); err == nil {
 				continue
 			}

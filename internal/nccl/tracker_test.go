@@ -27,6 +27,7 @@ type testOpts struct {
 	LogPaths     []string
 	MaxProcesses int
 	Retention    time.Duration
+	ExitedGrace  time.Duration
 	Hostname     string
 	Procfs       string
 	Now          func() time.Time
@@ -48,7 +49,7 @@ func newTestNCCL(t testing.TB, o testOpts) *testNCCL {
 	if o.Procfs == "" {
 		o.Procfs = "/nonexistent/proc"
 	}
-	tr := NewTracker(TrackerOptions{MaxProcesses: o.MaxProcesses, Retention: o.Retention, Hostname: o.Hostname, Procfs: o.Procfs, Now: o.Now, Logger: o.Logger})
+	tr := NewTracker(TrackerOptions{MaxProcesses: o.MaxProcesses, Retention: o.Retention, ExitedGrace: o.ExitedGrace, Hostname: o.Hostname, Procfs: o.Procfs, Now: o.Now, Logger: o.Logger})
 	c := &testNCCL{Tracker: tr, tailer: NewFollower(o.LogPaths, tr)}
 	c.tailer.Yield = func() {}
 	return c
@@ -83,6 +84,8 @@ type ncclProcSummary struct {
 	Warnings float64
 	Env      map[string]string
 	GDROff   []string // "IB mlx5_1 (no module)"
+	Ranks    uint32   // largest communicator logged (0: none)
+	Nodes    uint32   // its largest node count (0: none logged)
 }
 
 // summary returns the state by "host/pid".
@@ -97,7 +100,7 @@ func (c *testNCCL) summary() map[string]ncclProcSummary {
 }
 
 func summarize(p *Process) ncclProcSummary {
-	s := ncclProcSummary{Net: p.Net, Warnings: float64(p.Warnings)}
+	s := ncclProcSummary{Net: p.Net, Warnings: float64(p.Warnings), Ranks: p.Ranks, Nodes: p.Nodes}
 	if (p.Net == "") != (p.NetEvidence == EvidenceNone) {
 		panic("net without evidence")
 	}
@@ -298,8 +301,11 @@ func TestNCCLRealSamples(t *testing.T) {
 			// SGLang falling back to sockets on eth0.
 			file: "sglang-3398-h20-socket-fallback-mnnvl-cumem-env.log", lines: 12, unparsed: 3,
 			procs: map[string]ncclProcSummary{
+				// "ncclCommInitRank comm 0xafd6da0 rank 10 nranks 16 … - Init
+				// START"; the excerpt has no nNodes line.
 				sglangHost + "/88008": {Net: "Socket", Ifaces: []string{"eth0"},
-					Env: map[string]string{"NCCL_SOCKET_IFNAME": "eth0", "NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"}},
+					Env:   map[string]string{"NCCL_SOCKET_IFNAME": "eth0", "NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"},
+					Ranks: 16},
 			},
 		},
 		{
