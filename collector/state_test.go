@@ -218,7 +218,8 @@ func TestNCCLStates(t *testing.T) {
 		t.Errorf("not_configured logged %d times, want once:\n%s", len(got), logs.String())
 	}
 
-	dir := t.TempDir()
+	// The log directory is not there (a missing mount): source_missing.
+	dir := filepath.Join(t.TempDir(), "nccl")
 	glob := filepath.Join(dir, "*.log")
 	o := &Options{ProcfsPath: "/nonexistent", NCCL: NCCLOptions{LogPaths: []string{glob}, PollInterval: 20 * time.Millisecond}}
 	e, err = NewExporter([]string{"nccl"}, o, l)
@@ -236,6 +237,9 @@ func TestNCCLStates(t *testing.T) {
 	}
 	src, err := os.ReadFile("fixtures/nccl/" + firstNCCLFixture(t))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "node.1.log"), src, 0o644); err != nil {
