@@ -73,6 +73,8 @@ func writeInPlace(path, content string) error {
 // exporter reading it.
 type node struct {
 	name, addr, sys, eth string
+	listen               string       // the exporter's address (addr, unless a scrape proxy stands before it)
+	proxy                *scrapeProxy // the healthy node: Prometheus scrapes it through a proxy that can fail scrapes
 	proc, logs           string              // fixture /proc (placement node), NCCL log directory (nccl node)
 	inspector            string              // NCCL Inspector dump directory (nccl node)
 	kubelet              *fakekubelet.Server // the kubelet's pod-resources API (placement and healthy nodes)
@@ -180,9 +182,14 @@ func TestAlertingEndToEnd(t *testing.T) {
 	}
 
 	nodes := map[string]*node{}
-	for _, name := range []string{"healthy", "pfc", "retrans", "linkdown", "nccl", "placement", "vanish", "restart", "blind"} {
+	for _, name := range []string{"healthy", "pfc", "retrans", "linkdown", "nccl", "placement", "vanish", "restart", "blind", "uncabled"} {
 		n := &node{name: name, addr: testenv.FreeAddr(t), sys: filepath.Join(tmp, name, "sys"), eth: filepath.Join(tmp, name, "ethtool"),
 			counters: map[string]uint64{}}
+		n.listen = n.addr
+		if name == "healthy" {
+			n.proxy = newScrapeProxy(t, n.listen)
+			n.addr = n.proxy.addr()
+		}
 		for _, d := range [][2]string{{"collector/fixtures/sys", n.sys}, {"collector/fixtures/ethtool", n.eth}} {
 			if name == "blind" && d[1] == n.sys {
 				continue // --path.sysfs points at nothing (a missing -v /sys:/host/sys)
@@ -193,6 +200,12 @@ func TestAlertingEndToEnd(t *testing.T) {
 			if err := fixturetree.Copy(filepath.Join(repo, d[0]), d[1]); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if name == "uncabled" {
+			// Dual-port HCAs with one port of each cabled (the users' shape):
+			// mlx5_1 and mlx5_2 are DOWN from boot, and no --rail is given.
+			addUncabledPort(t, n.sys, "mlx5_0", "mlx5_1", "eth4")
+			addUncabledPort(t, n.sys, "mlx5_3", "mlx5_2", "eth5")
 		}
 		b, _ := os.ReadFile(filepath.Join(n.eth, "eth3"))
 		n.ethBase = string(b)
@@ -212,7 +225,7 @@ func TestAlertingEndToEnd(t *testing.T) {
 			}
 			n.counters[filepath.Join(n.sys, "class/net", nd, "statistics/tx_bytes")] = 13906677385
 		}
-		args := []string{"--web.listen-address=" + n.addr, "--path.sysfs=" + n.sys, "--collector.pfc.ethtool-fixtures=" + n.eth,
+		args := []string{"--web.listen-address=" + n.listen, "--path.sysfs=" + n.sys, "--collector.pfc.ethtool-fixtures=" + n.eth,
 			"--collector.phy.fixtures=" + filepath.Join(repo, "collector/fixtures/phy"),
 			"--collector.gpu.interval=1s", "--collector.process.numa-maps-interval=1s"}
 		if name == "placement" || name == "healthy" {
@@ -243,6 +256,9 @@ func TestAlertingEndToEnd(t *testing.T) {
 			n.logs = filepath.Join(tmp, name, "nccl")
 			os.MkdirAll(n.logs, 0o755)
 			writeNCCL(t, filepath.Join(n.logs, "node7.4242.log"), ncclIB)
+			// A single-node job (TP8 on this node, no RDMA): NCCL names the
+			// Socket network at init and never uses it. No page, ever.
+			writeNCCL(t, filepath.Join(n.logs, "node7.6666.log"), ncclSocketSingleNode)
 			args = append(args, "--collector.gpu.fixture="+gpuFixture, "--collector.nccl.log-path="+filepath.Join(n.logs, "*.log"),
 				"--collector.nccl.retention=5s", "--collector.nccl.poll-interval=250ms")
 			// The NCCL Inspector's real dumps of the lent H200, both modes in
@@ -442,6 +458,23 @@ scrape_configs:
 		}
 	}
 
+	// A healthy node's scrape fails just before the rail-history group's
+	// evaluation, then its exporter restarts at such a moment: no page.
+	healthy := nodes["healthy"]
+	aroundHistoryEvaluation(t, prom, healthy.addr, "failed scrape",
+		func() { healthy.proxy.failing.Store(true) }, func() { healthy.proxy.failing.Store(false) })
+	aroundHistoryEvaluation(t, prom, healthy.addr, "exporter restart", func() {
+		healthy.cmd.Process.Kill()
+		healthy.cmd.Wait()
+		time.Sleep(time.Second)
+		healthy.cmd = start(t, exporter, healthy.args...)
+	}, func() {})
+	// The node with uncabled ports and default rails has exactly its two
+	// cabled rails.
+	if rails, err := prom.list(`fabric_rail_info{instance="` + nodes["uncabled"].addr + `"}`); err != nil || len(rails) != 2 {
+		t.Errorf("uncabled node: rails %v (%v), want mlx5_0 and mlx5_3 only", rails, err)
+	}
+
 	// Faults.
 	setFault("pfc", true)
 	setFault("retrans", true)
@@ -559,8 +592,11 @@ scrape_configs:
 	delivered := append(append([]expectation(nil), expect...), placementAlerts...)
 	for _, ev := range hook.all() {
 		t.Logf("notification: %-8s %-9s %s on %s (%s)", ev.status, ev.receiver, ev.labels["alertname"], byAddr[ev.labels["instance"]], ev.labels["severity"])
-		if byAddr[ev.labels["instance"]] == "healthy" {
-			t.Errorf("the healthy node alerted: %+v", ev)
+		if n := byAddr[ev.labels["instance"]]; n == "healthy" || n == "uncabled" {
+			t.Errorf("the %s node alerted: %+v", n, ev)
+		}
+		if ev.labels["pid"] == "6666" {
+			t.Errorf("the single-node job alerted: %+v", ev)
 		}
 		if ev.labels["alertname"] == "FabricCollectorFailing" && ev.labels["collector"] == "nccl" {
 			t.Errorf("nccl without --collector.nccl.log-path is not configured, not failing: %+v", ev)
@@ -655,6 +691,19 @@ node7:5555:5555 [0] NCCL INFO Using network Socket
 NCCL version 2.21.5+cuda12.4
 node7:5555:5600 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0
 node7:5555:5600 [0] NCCL INFO Channel 01/0 : 0[0] -> 8[0] [send] via NET/Socket/1
+`
+
+// ncclSocketSingleNode is TP8 on one node without RDMA devices (NCCL 2.21:
+// the nRanks/nNodes line of init.cc, P2P connections between its GPUs).
+const ncclSocketSingleNode = `node7:6666:6666 [0] NCCL INFO Bootstrap : Using eth1:192.168.1.7<0>
+node7:6666:6666 [0] NCCL INFO NET/IB : No device found.
+node7:6666:6666 [0] NCCL INFO NET/Socket : Using [0]eth1:192.168.1.7<0>
+node7:6666:6666 [0] NCCL INFO Using network Socket
+NCCL version 2.21.5+cuda12.4
+node7:6666:6700 [0] NCCL INFO comm 0x55d0c0a0 rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0
+node7:6666:6700 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC
+node7:6666:6700 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] via P2P/IPC
+node7:6666:6666 [0] NCCL INFO ncclCommInitRank comm 0x55d0c0a0 rank 0 nranks 8 cudaDev 0 nvmlDev 0 busId 19000 commId 0x5c1e2f3a4b5c6d7e - Init COMPLETE
 `
 
 func writeNCCL(t *testing.T, path, content string) {
