@@ -21,7 +21,7 @@ type peer struct {
 	wg   sync.WaitGroup
 }
 
-func newPeer(t *testing.T, serve func(p *peer, c net.Conn, br *bufio.Reader)) *peer {
+func newPeer(t testing.TB, serve func(p *peer, c net.Conn, br *bufio.Reader)) *peer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
