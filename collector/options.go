@@ -35,6 +35,8 @@ type Options struct {
 	// NCCLInspector configures the nccl-inspector collector.
 	NCCLInspector NCCLInspectorOptions
 	Kubernetes    KubernetesOptions
+	// NCCLRAS configures the nccl-ras collector.
+	NCCLRAS NCCLRASOptions
 
 	// ScrapeTimeout bounds one scrape's collectors (0 = none).
 	ScrapeTimeout time.Duration

@@ -23,6 +23,7 @@ var layers = map[string][]string{
 	"internal/proc":           {"internal/sysfs"},
 	"internal/nccl":           {"internal/nccl/inspector"},
 	"internal/nccl/inspector": nil,
+	"internal/ncclras":        nil,
 	"internal/optics":         nil,
 	"internal/ethtoolnl":      nil,
 	"internal/gpu":            nil,
@@ -33,7 +34,7 @@ var layers = map[string][]string{
 	"internal/fixturetree":    nil,
 	"internal/fakekubelet":    nil,
 	"collector": {"internal/exposition", "internal/sysfs", "internal/proc", "internal/nccl", "internal/nccl/inspector",
-		"internal/optics", "internal/ethtoolnl", "internal/gpu", "internal/gpu/nvidia"},
+		"internal/ncclras", "internal/optics", "internal/ethtoolnl", "internal/gpu", "internal/gpu/nvidia"},
 	"alerts":     nil,
 	"dashboards": {"alerts"},
 }
