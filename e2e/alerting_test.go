@@ -73,8 +73,8 @@ func writeInPlace(path, content string) error {
 // exporter reading it.
 type node struct {
 	name, addr, sys, eth string
-	listen               string       // the exporter's address (addr, unless a scrape proxy stands before it)
-	proxy                *scrapeProxy // the healthy node: Prometheus scrapes it through a proxy that can fail scrapes
+	listen               string              // the exporter's address (addr, unless a scrape proxy stands before it)
+	proxy                *scrapeProxy        // the healthy node: Prometheus scrapes it through a proxy that can fail scrapes
 	proc, logs           string              // fixture /proc (placement node), NCCL log directory (nccl node)
 	inspector            string              // NCCL Inspector dump directory (nccl node)
 	kubelet              *fakekubelet.Server // the kubelet's pod-resources API (placement and healthy nodes)
