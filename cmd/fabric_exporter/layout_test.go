@@ -33,6 +33,7 @@ var layers = map[string][]string{
 	"internal/testenv":        {"internal/promapi"},
 	"internal/fixturetree":    nil,
 	"internal/fakekubelet":    nil,
+	"internal/fakeras":        nil,
 	"collector": {"internal/exposition", "internal/sysfs", "internal/proc", "internal/nccl", "internal/nccl/inspector",
 		"internal/ncclras", "internal/optics", "internal/ethtoolnl", "internal/gpu", "internal/gpu/nvidia"},
 	"alerts":     nil,
