@@ -64,17 +64,18 @@ import "bytes"
 type eventKind uint8
 
 const (
-	evNone        eventKind = iota
-	evNet                   // the network: name, level
-	evConnection            // a channel connection: transport, gdr
-	evNetDevices            // "NET/IB : Using [0]mlx5_0:1/RoCE …": list
-	evSocketIfs             // "NET/Socket : Using [0]eth0:10.0.0.1<0> …": list
-	evVersion               // "NCCL version 2.19.3+cuda12.3": name = version
-	evEnv                   // "NCCL_X set by environment to V": name, value
-	evGDRDisabled           // "NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)": net, name, value
-	evNetNoDevice           // "NET/IB : No device found.": name = the net
-	evPluginNone            // "NET/Plugin : No plugin found …": no external net plugin is in use
-	evComm                  // "comm 0x… rank 10 nranks 16 …": ranks (and nodes when logged)
+	evNone            eventKind = iota
+	evNet                       // the network: name, level
+	evConnection                // a channel connection: transport, gdr
+	evNetDevices                // "NET/IB : Using [0]mlx5_0:1/RoCE …": list
+	evSocketIfs                 // "NET/Socket : Using [0]eth0:10.0.0.1<0> …": list
+	evVersion                   // "NCCL version 2.19.3+cuda12.3": name = version
+	evEnv                       // "NCCL_X set by environment to V": name, value
+	evGDRDisabled               // "NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)": net, name, value
+	evNetNoDevice               // "NET/IB : No device found.": name = the net
+	evPluginNone                // "NET/Plugin : No plugin found …": no external net plugin is in use
+	evComm                      // "comm 0x… rank 10 nranks 16 …": ranks (and nodes when logged)
+	evVerbsLibMissing           // "Failed to open libibverbs.so[.1]": NCCL could not load libibverbs
 )
 
 // Evidence says how sure a line is about the network a process uses; a
@@ -160,7 +161,16 @@ func classifyTo(msg []byte, ev *event) {
 			parseConnection(msg, ev)
 			return
 		}
+		if isVerbsLibMissing(msg) { // 2.30's "Count not open libibverbs.so.1"
+			ev.kind = evVerbsLibMissing
+			return
+		}
 		parseCommLine(msg, ev) // "CommRevokeAsync START comm …"
+	case 'F':
+		if isVerbsLibMissing(msg) {
+			ev.kind = evVerbsLibMissing
+			return
+		}
 	case 'c', 'n', '[':
 		parseCommLine(msg, ev) // comm.go
 	case 'R':
@@ -471,6 +481,29 @@ func isInitFailure(msg []byte) bool {
 		return bytes.Contains(msg[len(msgNetworkPrefix):], msgNotFound)
 	}
 	return false
+}
+
+// libibverbs that NCCL could not load (cited as file:line@tag of
+// github.com/NVIDIA/nccl). NCCL loads libibverbs with dlopen when the IB
+// transport initialises; when it fails, IB has no device and NCCL goes on
+// to sockets:
+//
+//	2.3-2.10   WARN "Failed to open libibverbs.so[.1]"        (misc/ibvwrap.cu:63@v2.3.7-1, misc/ibvwrap.cc:63@v2.4.7-1)
+//	2.11-2.17  INFO "Failed to open libibverbs.so[.1]"        (misc/ibvwrap.cc:63@v2.11.4-1, :56@v2.14.3-1)
+//	2.18-2.29  INFO "Failed to open libibverbs.so[.1]"        (misc/ibvsymbols.cc:78@v2.18.1-1, :81@v2.28.9-1, :88@v2.29.7-1)
+//	2.30+      INFO "Count not open %s" for each library tried, NCCL_IBVERBS_LIB,
+//	           libibverbs.so, then libibverbs.so.1 (misc/ibvsymbols.cc:79-86@v2.30.7-1);
+//	           the last one failing means none could be opened
+var (
+	msgFailedOpenVerbs = []byte("Failed to open libibverbs.so[.1]")
+	msgCountNotOpen    = []byte("Count not open libibverbs.so.1")
+)
+
+// isVerbsLibMissing reports whether a message (INFO or WARN) says NCCL
+// could not load libibverbs.
+func isVerbsLibMissing(msg []byte) bool {
+	return bytes.HasPrefix(msg, msgFailedOpenVerbs) ||
+		bytes.HasPrefix(msg, msgCountNotOpen) && len(bytes.TrimSpace(msg)) == len(msgCountNotOpen)
 }
 
 // isInitComplete reports whether an INFO message is the line NCCL prints
