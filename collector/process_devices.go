@@ -112,17 +112,20 @@ func (c *processCollector) refreshVerbs(devs []railDev, now time.Time) {
 	}
 }
 
-// readVerbs maps RDMA devices to their uverbs character devices
-// (class/infiniband_verbs/uverbsN/ibdev).
-func (c *processCollector) readVerbs() map[string]string {
+// readVerbs maps RDMA devices to their uverbs character devices.
+func (c *processCollector) readVerbs() map[string]string { return readVerbsNodes(c.sysfs) }
+
+// readVerbsNodes maps RDMA devices to their uverbs character devices
+// (class/infiniband_verbs/uverbsN/ibdev under the sysfs root).
+func readVerbsNodes(sysfsRoot string) map[string]string {
 	m := map[string]string{}
-	dir := filepath.Join(c.sysfs, "class", "infiniband_verbs")
+	dir := filepath.Join(sysfsRoot, "class", "infiniband_verbs")
 	names, _ := sysfs.ListDir(dir, false)
 	for _, n := range names {
 		if !strings.HasPrefix(n, "uverbs") {
 			continue
 		}
-		if dev := sysfs.ReadSmall(c.sysfs, filepath.Join(dir, n, "ibdev")); dev != "" {
+		if dev := sysfs.ReadSmall(sysfsRoot, filepath.Join(dir, n, "ibdev")); dev != "" {
 			m[dev] = n
 		}
 	}
