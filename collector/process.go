@@ -62,7 +62,7 @@ func processFlags(app *kingpin.Application, o *Options) {
 	app.Flag("collector.process.cmdline", "Regexp (unanchored) matched against each process's command line, arguments joined by spaces, to select serving processes; processes the gpu collector sees on a GPU are selected too. Empty: GPU processes only. The exporter's own process is never selected. The default matches SGLang servers.").
 		Default(DefaultProcessCmdline).StringVar(&o.Process.Cmdline)
 	app.Flag("collector.process.max", "Most processes the process collector reports (GPU processes first, then by PID).").Default("64").IntVar(&o.Process.Max)
-	app.Flag("collector.process.numa-maps-interval", "Minimum time between two reads of a process's /proc/PID/numa_maps (the kernel walks the page tables of the whole process under its mmap lock to write it) and of its /dev/infiniband and open verbs fds (/proc/PID/fd); the last values are reported in between. 0: every scrape.").
+	app.Flag("collector.process.numa-maps-interval", "Minimum time between two reads of a process's /proc/PID/numa_maps (the kernel walks the page tables of the whole process under its mmap lock to write it) and of its /dev/infiniband and open verbs fds (/proc/PID/fd), and between two RDMA netlink queue-pair listings; the last values are reported in between. 0: every scrape.").
 		Default("60s").DurationVar(&o.Process.NumaMapsInterval)
 	app.Flag("collector.process.docker-host", "Docker Engine API address (e.g. unix:///var/run/docker.sock) to add each Docker (or Podman) container's name to fabric_process_container_info as container_name; looked up in the background and cached per container ID, never during a scrape. Empty: off.").
 		Default("").StringVar(&o.Process.DockerHost)
