@@ -30,8 +30,9 @@ import (
 //
 // PIDs: the kernel writes the PID of a queue pair's owner as the dumping
 // task sees it (nldev.c fill_res_name_pid: task_pid_vnr), and lists only
-// the resources of processes in the dumping task's PID namespace (kernel
-// QPs only to the initial one). The exporter is that task, so netlink PIDs
+// the resources of processes with a PID in the dumping task's PID namespace
+// (on the first resource-tracker kernels, 4.17, only those of that very
+// namespace; kernel QPs only to the initial one). The exporter is that task, so netlink PIDs
 // are PIDs of the exporter's own PID namespace. They are compared with the
 // PIDs of --path.procfs only when both are one namespace: when the link
 // --path.procfs/self (the exporter's PID in that procfs's namespace,

@@ -17,9 +17,11 @@
 // user QP) or RES_KERN_NAME (a kernel QP).
 //
 // The PIDs are those of the caller's PID namespace (fill_res_name_pid:
-// task_pid_vnr), and the kernel lists only the resources of processes in
-// that namespace, kernel QPs only to a caller in the initial one
-// (rdma_is_visible_in_pid_ns). The transport is github.com/mdlayher/netlink,
+// task_pid_vnr). The kernel lists only the resources of processes the
+// caller's namespace can see: those with a PID in it, nested namespaces
+// included (rdma_is_visible_in_pid_ns); the first resource-tracker kernels
+// (nldev.c of 4.17) only those of the very same namespace. Kernel QPs are
+// listed only to a caller in the initial PID namespace. The transport is github.com/mdlayher/netlink,
 // which speaks any netlink family (here 20, NETLINK_RDMA) and handles
 // multi-part dumps, sequence checks and NLMSG_ERROR.
 package rdmanl
