@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
+
 	"github.com/fabric-exporter/fabric_exporter/internal/rdmanl"
 )
 
@@ -128,9 +130,16 @@ func TestProcessRDMANetlinkUnavailable(t *testing.T) {
 // kernel would answer with that namespace's PIDs, so there is no listing.
 func TestProcessRDMAOtherPIDNamespace(t *testing.T) {
 	src := &fakeQPs{l: healthyQPs()}
-	c, _ := newRDMATestProcess(t, src)
+	c, clk := newRDMATestProcess(t, src)
+	var logs strings.Builder
+	c.env.Once = NewOnceLogger(log.NewLogfmtLogger(&logs), 16)
 	c.getpid = func() int { return 1 } // PID 1 of a container; procfs/self says 3907
+	processScrape(t, c)
+	clk.advance(time.Minute)
 	out, _ := processScrape(t, c)
+	if n := strings.Count(logs.String(), "not in the PID namespace of --path.procfs"); n != 1 {
+		t.Errorf("the reason logged %d times, want once:\n%s", n, logs.String())
+	}
 	if src.calls != 0 {
 		t.Errorf("%d listings across PID namespaces", src.calls)
 	}
