@@ -188,6 +188,19 @@ fabric_process_read_errors_total{file="numa_maps"} 0
 fabric_process_read_errors_total{file="root"} 0
 fabric_process_read_errors_total{file="stat"} 0
 fabric_process_read_errors_total{file="status"} 0
+# HELP fabric_process_host_pid_namespace 1 if the process lives in the PID namespace of --path.procfs (the NSpid line of /proc/PID/status has one PID), 0 if in a nested one (a container with its own PID namespace: the PID the process knows itself by, e.g. the one NCCL's RAS service reports, is not the pid label). Absent on kernels without NSpid (before 4.1).
+# TYPE fabric_process_host_pid_namespace gauge
+fabric_process_host_pid_namespace{comm="python3",pid="4242"} 0
+fabric_process_host_pid_namespace{comm="sglang::schedul",pid="4310"} 1
+fabric_process_host_pid_namespace{comm="sglang::schedul",pid="4311"} 1
+# HELP fabric_process_rdma_netlink_available 1 if the last RDMA netlink queue-pair listing succeeded and its PIDs are those of --path.procfs, else 0 (no RDMA netlink or device, refused, or the exporter not in the PID namespace of --path.procfs; the reason is logged once): fabric_process_rdma_queue_pairs is absent then. Absent before the process collector selected a process.
+# TYPE fabric_process_rdma_netlink_available gauge
+fabric_process_rdma_netlink_available 0
+# HELP fabric_process_rdma_verbs_fds Open file descriptors of the process on any verbs node /dev/infiniband/uverbsN (every RDMA device, rail or not; 0 when none): a process that uses an HCA through verbs holds one per device context. Read from /proc/PID/fd with fabric_process_rdma_verbs_open (every --collector.process.numa-maps-interval, at most 4096 fds per process); absent when /proc/PID/fd cannot be read.
+# TYPE fabric_process_rdma_verbs_fds gauge
+fabric_process_rdma_verbs_fds{comm="python3",pid="4242"} 3
+fabric_process_rdma_verbs_fds{comm="sglang::schedul",pid="4310"} 0
+fabric_process_rdma_verbs_fds{comm="sglang::schedul",pid="4311"} 1
 `
 
 func TestProcessFixture(t *testing.T) {
