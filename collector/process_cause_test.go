@@ -237,3 +237,58 @@ func TestProcessCauseSecrets(t *testing.T) {
 		t.Errorf("4311: cause %q", got)
 	}
 }
+
+// Both collectors name the same causes for the same process when the log
+// adds nothing to what /proc and sysfs show: the nccl collector (log and
+// /proc) and the process collector (/proc alone), over the same /proc,
+// sysfs and rails. The NCCL log says only that the network is Socket and,
+// where NCCL_SOCKET_IFNAME is set, the interface it chose.
+func TestFallbackCauseAgreement(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		pid    string
+		env    string // "" keeps the fixture's
+		ifname string // the interface the log names; "" none
+		down   bool   // every rail down
+		want   string
+	}{
+		{"the incident", "4310", "", "eth1", false, "no_verbs_devices_in_container,socket_ifname_not_a_rail"},
+		{"the incident, rails down", "4310", "", "eth1", true, "no_verbs_devices_in_container,socket_ifname_not_a_rail,rail_down"},
+		{"environment causes", "4242", "NCCL_IB_DISABLE=1\x00NCCL_NET=socket\x00NCCL_IB_HCA=mlx4\x00NCCL_SOCKET_IFNAME=eth1\x00", "eth1", false,
+			"nccl_ib_disable,nccl_net_socket,nccl_ib_hca_matches_no_rail,socket_ifname_not_a_rail"},
+		{"NCCL_IB_HCA excluding one rail", "4242", "NCCL_IB_HCA=^mlx5_0\x00NCCL_SOCKET_IFNAME=eth3\x00", "eth3", false, causeUnknown},
+		{"healthy process, rails down", "4242", "NCCL_SOCKET_IFNAME=eth0\x00", "eth0", true, causeRailDown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newCauseSetup(t)
+			if tc.env != "" {
+				env := fixtureBaseEnv(t) + tc.env
+				if err := os.WriteFile(filepath.Join(s.procfs, tc.pid, "environ"), []byte(env), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.down {
+				for _, dev := range []string{"mlx5_0", "mlx5_3"} {
+					if err := os.WriteFile(filepath.Join(s.sysfs, "class/infiniband", dev, "ports/1/state"), []byte("1: DOWN\n"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			msgs := []string{socketNet}
+			if tc.ifname != "" {
+				msgs = append(msgs, "INFO NET/Socket : Using [0]"+tc.ifname+":10.9.8.7<0>")
+			}
+			s.log(t, "exporter-host", tc.pid, msgs...)
+			fromLog := s.causes(t)["exporter-host/"+tc.pid]
+
+			c, _, _ := newTestProcess(t, processOptionsSys(t, s.procfs, s.sysfs, "rail0=mlx5_0:1", "rail1=mlx5_3:1"))
+			fromProc, ok := fallbackCauses(t, c)[tc.pid]
+			if !ok {
+				fromProc = causeUnknown // what the rule says of an absent series
+			}
+			if fromLog != tc.want || fromProc != tc.want {
+				t.Errorf("nccl collector %q, process collector %q, want %q", fromLog, fromProc, tc.want)
+			}
+		})
+	}
+}
