@@ -6,8 +6,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,51 +14,20 @@ import (
 
 	"github.com/fabric-exporter/fabric_exporter/internal/nccl"
 	"github.com/fabric-exporter/fabric_exporter/internal/proc"
-	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 )
 
 // The cause of a socket fallback: fabric_nccl_fallback_cause_info{host,
 // pid, cause}, one series per NCCL process whose network is Socket, that
 // has NET/Socket connections, or whose init failed. cause lists every
-// reason that applies, most specific first (causeOrder), "unknown" when
-// none does.
+// reason that applies, most specific first (causeNames in
+// fallback_cause.go, shared with the process collector), "unknown" when none
+// does.
 //
 // What needs the process's /proc (its root's /dev/infiniband, its
 // environment) is read by the follower's goroutine after each poll, at most
 // every ncclCauseEvery per process and only for processes of this host as
 // the Tracker's PID check knows them (nccl.Process.OnThisHost); a scrape
 // only reads the result. The rest comes from the log and the rails.
-
-// The causes, in the order they are listed.
-const (
-	causeNoVerbs      = "no_verbs_devices_in_container" // the process's root has no uverbs node of a rail device
-	causeIBDisable    = "nccl_ib_disable"               // NCCL_IB_DISABLE non-zero
-	causeNetSocket    = "nccl_net_socket"               // NCCL_NET=Socket
-	causeHCANoRail    = "nccl_ib_hca_matches_no_rail"   // NCCL_IB_HCA selects no rail device
-	causeIBNoDevice   = "ib_no_device_found"            // "NET/IB : No device found."
-	causeVerbsLib     = "libibverbs_missing"            // "Failed to open libibverbs.so[.1]"
-	causeIfnameNoRail = "socket_ifname_not_a_rail"      // the socket interfaces include no rail netdev
-	causeRailDown     = "rail_down"                     // every rail down or gone
-	causeUnknown      = "unknown"
-)
-
-// causeNames are the causes in their order; a causeMask has bit i for
-// causeNames[i].
-var causeNames = [...]string{causeNoVerbs, causeIBDisable, causeNetSocket, causeHCANoRail,
-	causeIBNoDevice, causeVerbsLib, causeIfnameNoRail, causeRailDown}
-
-type causeMask uint16
-
-const (
-	maskNoVerbs causeMask = 1 << iota
-	maskIBDisable
-	maskNetSocket
-	maskHCANoRail
-	maskIBNoDevice
-	maskVerbsLib
-	maskIfnameNoRail
-	maskRailDown
-)
 
 // ncclCauseEvery bounds how often one process's root and environment are
 // read.
@@ -242,21 +209,8 @@ func (k *ncclCauses) railsNow(ctx context.Context) causeRails {
 	if k.rails == nil {
 		return causeRails{}
 	}
-	cr := causeRails{rails: k.rails.Current(ctx), allDown: true, sum: 14695981039346656037}
-	for _, r := range cr.rails {
-		for _, v := range [...]string{r.Device, r.Port, r.Netdev} {
-			for i := 0; i < len(v); i++ {
-				cr.sum = (cr.sum ^ uint64(v[i])) * 1099511628211
-			}
-			cr.sum = (cr.sum ^ 0xff) * 1099511628211
-		}
-		if cr.allDown && r.Present && strings.HasSuffix(sysfs.ReadSmall(k.sysfs,
-			filepath.Join(k.sysfs, "class", "infiniband", r.Device, "ports", r.Port, "state")), "ACTIVE") {
-			cr.allDown = false
-		}
-	}
-	cr.allDown = cr.allDown && len(cr.rails) > 0
-	return cr
+	rails := k.rails.Current(ctx)
+	return causeRails{rails: rails, allDown: railsAllDown(k.sysfs, rails), sum: railsSum(rails)}
 }
 
 // causeCache is the last cause of a process and what it was computed
@@ -312,25 +266,7 @@ func (k *ncclCauses) causes(p *nccl.Process, f *procFacts, cr causeRails) causeM
 		}
 		return "", false
 	}
-	if v, ok := get("NCCL_IB_DISABLE"); ok {
-		if n, err := strconv.ParseInt(strings.TrimSpace(v), 0, 64); err == nil && n != 0 {
-			m |= maskIBDisable
-		}
-	}
-	if v, ok := get("NCCL_NET"); ok && strings.EqualFold(v, "Socket") {
-		m |= maskNetSocket
-	}
-	if v, ok := get("NCCL_IB_HCA"); ok && len(cr.rails) > 0 {
-		hca := proc.ParseIBHCA(v)
-		sel := false
-		for _, r := range cr.rails {
-			port, _ := strconv.Atoi(r.Port)
-			sel = sel || hca.Selects(r.Device, port)
-		}
-		if !sel {
-			m |= maskHCANoRail
-		}
-	}
+	m |= envCauses(get, cr.rails)
 	if p.IBNoDevice {
 		m |= maskIBNoDevice
 	}
@@ -361,28 +297,3 @@ func ifnameNoRail(ifaces []string, rails []Rail) bool {
 	}
 	return has
 }
-
-// joinCauses joins the causes of m with commas, in their order, leaving
-// out from the end (the least specific) those that do not fit in a label
-// value of maxCauseLabel bytes; "unknown" when m is empty.
-func joinCauses(m causeMask) string {
-	var b []byte
-	for i, c := range causeNames {
-		if m&(1<<i) == 0 {
-			continue
-		}
-		if len(b) > 0 {
-			if len(b)+1+len(c) > maxCauseLabel {
-				break
-			}
-			b = append(b, ',')
-		}
-		b = append(b, c...)
-	}
-	if len(b) == 0 {
-		return causeUnknown
-	}
-	return string(b)
-}
-
-const maxCauseLabel = 128

@@ -35,7 +35,8 @@ import (
 // them; process_rdma.go the kernel's evidence of RDMA use (verbs fds of
 // any device, queue pairs over RDMA netlink, the PID namespace); process_container.go the container labels (docker.go the Docker
 // names); process_env.go the NCCL variables; process_required.go which
-// rail devices a process needs (from them and the launcher's sizes).
+// rail devices a process needs (from them and the launcher's sizes);
+// process_cause.go why it would fall back to sockets (fallback_cause.go).
 
 // DefaultProcessCmdline matches SGLang servers: `python -m
 // sglang.launch_server`, `sglang serve`, and the processes SGLang renames
@@ -97,8 +98,9 @@ type processCollector struct {
 	procs map[int]*procState
 	nm    proc.NumaMaps
 
-	devs    []railDev // the rail devices of this scrape (process_devices.go)
-	visDevs []string  // those with a verbs node
+	devs      []railDev // the rail devices of this scrape (process_devices.go)
+	visDevs   []string  // those with a verbs node
+	railCause railCause // what the fallback causes need of the rails (process_cause.go)
 
 	statBuf   [sysfs.MaxAttrSize]byte
 	statusBuf [16 << 10]byte
@@ -113,8 +115,8 @@ type processCollector struct {
 	errCount  map[string]*exposition.Counter
 	errSeries map[string]*exposition.Series
 
-	selected, candidates                                                                                     *exposition.Series
-	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, reqFam, verbsOpen, container *exposition.Family
+	selected, candidates                                                                                               *exposition.Series
+	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, reqFam, verbsOpen, container, causeFam *exposition.Family
 }
 
 // procState is what the collector keeps of a selected process.
@@ -143,6 +145,7 @@ type procState struct {
 	visDevs []string  // the devices vis was checked for
 	fds     []procFDs // open fds on the verbs nodes, read with vis (process_fds.go)
 	rdma    procRDMA  // verbs fds of any device, queue pairs, PID namespace (process_rdma.go)
+	cause   procCause // the socket fallback's causes (process_cause.go)
 
 	cgAt     time.Time
 	cont     proc.Container
@@ -209,6 +212,9 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 		verbsOpen: env.Families.NewFamily("fabric_process_rdma_verbs_open",
 			"Open file descriptors of the process on the verbs node (/dev/infiniband/uverbsN, one per ibv_open_device) of a rail's RDMA device the host has now: evidence that it uses the device. Read from /proc/PID/fd with the visibility check (every --collector.process.numa-maps-interval), at most 4096 fds per process: a lower bound beyond. Absent when /proc/PID/fd cannot be read (counted in fabric_process_read_errors_total{file=\"fd\"}).",
 			g, "pid", "comm", "device"),
+		causeFam: env.Families.NewFamily("fabric_process_rdma_fallback_cause_info",
+			"Why the process would fall back to socket transport, as far as /proc and sysfs say, for pages without an NCCL log: cause lists those that apply, comma-separated in this order (the causes and order of fabric_nccl_fallback_cause_info): no_verbs_devices_in_container (no verbs node of a rail device the host has in its root), nccl_ib_disable (NCCL_IB_DISABLE non-zero), nccl_net_socket (NCCL_NET=Socket), nccl_ib_hca_matches_no_rail (NCCL_IB_HCA selects no rail device), socket_ifname_not_a_rail (NCCL_SOCKET_IFNAME selects no rail netdev), rail_down (every rail down or its device gone). Computed with the visibility check (every --collector.process.numa-maps-interval). Absent when no cause applies.",
+			g, "pid", "comm", "cause"),
 	}
 	c.rdmaQPs = newRDMAQPs(env)
 	// The selection matches command lines with a method of c: bound once
@@ -263,6 +269,7 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 			c.refreshVerbs(devs, now)
 			devices = c.visibleDevices(devs)
 		}
+		c.refreshRailCause(ctx, now)
 	}
 	reported := 0
 	for _, s := range c.sel {
@@ -397,7 +404,8 @@ func (c *processCollector) collectProcess(sel procSel, now time.Time, devs []rai
 		b.Add(st.contInfo, 1)
 	}
 
-	if st.visAt.IsZero() || now.Sub(st.visAt) >= c.interval || !slices.Equal(devices, st.visDevs) {
+	visChecked := st.visAt.IsZero() || now.Sub(st.visAt) >= c.interval || !slices.Equal(devices, st.visDevs)
+	if visChecked {
 		if len(devices) > 0 {
 			c.checkVisibility(st, devices)
 		} else {
@@ -413,6 +421,10 @@ func (c *processCollector) collectProcess(sel procSel, now time.Time, devs []rai
 		b.Add(f.s, float64(f.n))
 	}
 	c.addRDMA(st, b)
+	c.fallbackCause(st, now, visChecked)
+	if st.cause.s != nil {
+		b.Add(st.cause.s, 1)
+	}
 	return true
 }
 
@@ -444,6 +456,7 @@ func (c *processCollector) bind(st *procState) {
 		st.contInfo = c.containerSeries(st)
 	}
 	st.bindRDMA()
+	c.bindCause(st)
 }
 
 // Close stops the Docker name lookups.

@@ -48,6 +48,7 @@ type railDev struct {
 type procVis struct {
 	device, node string
 	ok           bool
+	failed       bool // the lookup failed: no verdict
 	s            *exposition.Series
 }
 
@@ -151,7 +152,7 @@ func (c *processCollector) checkVisibility(st *procState, devices []string) {
 			if err != nil {
 				c.readError(procFileRoot, root, err)
 			}
-			v := procVis{device: dev, node: node, ok: ok}
+			v := procVis{device: dev, node: node, ok: ok, failed: err != nil}
 			if i := len(st.vis); i < len(old) && old[i].device == dev && old[i].node == node {
 				v.s = old[i].s
 			} else {

@@ -170,6 +170,9 @@ fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_0",pid="
 fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_3",pid="4310",reason="nccl_ib_hca"} 1
 fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_0",pid="4311",reason="nccl_ib_hca"} 1
 fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_3",pid="4311",reason="nccl_ib_hca"} 1
+# HELP fabric_process_rdma_fallback_cause_info Why the process would fall back to socket transport, as far as /proc and sysfs say, for pages without an NCCL log: cause lists those that apply, comma-separated in this order (the causes and order of fabric_nccl_fallback_cause_info): no_verbs_devices_in_container (no verbs node of a rail device the host has in its root), nccl_ib_disable (NCCL_IB_DISABLE non-zero), nccl_net_socket (NCCL_NET=Socket), nccl_ib_hca_matches_no_rail (NCCL_IB_HCA selects no rail device), socket_ifname_not_a_rail (NCCL_SOCKET_IFNAME selects no rail netdev), rail_down (every rail down or its device gone). Computed with the visibility check (every --collector.process.numa-maps-interval). Absent when no cause applies.
+# TYPE fabric_process_rdma_fallback_cause_info gauge
+fabric_process_rdma_fallback_cause_info{cause="no_verbs_devices_in_container,socket_ifname_not_a_rail",comm="sglang::schedul",pid="4310"} 1
 # HELP fabric_process_rdma_verbs_open Open file descriptors of the process on the verbs node (/dev/infiniband/uverbsN, one per ibv_open_device) of a rail's RDMA device the host has now: evidence that it uses the device. Read from /proc/PID/fd with the visibility check (every --collector.process.numa-maps-interval), at most 4096 fds per process: a lower bound beyond. Absent when /proc/PID/fd cannot be read (counted in fabric_process_read_errors_total{file="fd"}).
 # TYPE fabric_process_rdma_verbs_open gauge
 fabric_process_rdma_verbs_open{comm="python3",device="mlx5_0",pid="4242"} 2
