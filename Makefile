@@ -117,10 +117,12 @@ demo: build
 
 # Re-render alerts/fabric-rules.yml (alerts/rules.yml.tmpl, alerts/config.yml)
 # and alerts/dcgm-compat-rules.yml, then the Kubernetes PrometheusRule from
-# alerts/fabric-rules.yml. The tests only check that these are up to date.
+# alerts/fabric-rules.yml, then the Helm chart's copy of it (and of the
+# dashboards). The tests only check that these are up to date.
 rules:
 	$(GO) run ./alerts/gen -dir alerts
 	$(GO) run ./deploy/kubernetes/gen
+	$(GO) run ./deploy/helm/gen
 
 update-golden:
 	$(GO) test ./cmd/fabric_exporter -run TestEndToEnd -update
@@ -131,9 +133,11 @@ fixtures:
 	bash collector/fixtures/topo/build-topo.sh
 	$(MAKE) update-golden
 
-# Grafana dashboards: rewrite dashboards/json/*.json from dashboards/*.go.
+# Grafana dashboards: rewrite dashboards/json/*.json from dashboards/*.go,
+# then the Helm chart's copies (and its copy of the rule file).
 dashboards:
 	$(GO) run ./dashboards/gen -out dashboards/json
+	$(GO) run ./deploy/helm/gen
 
 # The worked example of `fabric_analyze` in docs/analysis.md (docs/analyze/):
 # the analysis of the synthetic sweep served by a real Prometheus

@@ -1,0 +1,40 @@
+{{/* The name of the objects: the release name when it contains the chart's
+name (release "fabric-exporter": "fabric-exporter", as in the kustomize
+base), else RELEASE-fabric-exporter. */}}
+{{- define "fabric-exporter.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "fabric-exporter.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels: the kustomize base's. No app.kubernetes.io/instance
+here: with hostNetwork and port 10470 one release per cluster is all there
+can be, and the selectors stay those of the base. */}}
+{{- define "fabric-exporter.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "fabric-exporter.name" . }}
+{{- end }}
+
+{{/* The labels every object and the pods of the base carry. */}}
+{{- define "fabric-exporter.labels" -}}
+{{ include "fabric-exporter.selectorLabels" . }}
+app.kubernetes.io/component: exporter
+{{- end }}
+
+{{/* Labels only Helm adds, on the objects' own metadata (not on the pods,
+so that a chart upgrade alone does not restart them). */}}
+{{- define "fabric-exporter.helmLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
