@@ -30,7 +30,7 @@ GOVULNCHECK_VERSION ?= v1.9.0
 GOVULNDB  ?=
 SNAPSHOT_DB ?= ../shared/govulndb/govulndb.tar.gz
 
-.PHONY: all build build-analyze vulncheck test test-scaleout bench-fleet vet fmt nogpu checkmetrics run demo bench bench-nccl fuzz fixtures rules update-golden dashboards analyze-example clean
+.PHONY: all build build-analyze vulncheck test test-scaleout helm test-helm bench-fleet vet fmt nogpu checkmetrics run demo bench bench-nccl fuzz fixtures rules update-golden dashboards analyze-example clean
 
 all: test build build-analyze
 
@@ -76,6 +76,23 @@ test-scaleout:
 	  github.com/VictoriaMetrics/VictoriaMetrics/app/vmagent@$(VM_VERSION) \
 	  github.com/VictoriaMetrics/VictoriaMetrics/app/vmalert@$(VM_VERSION)
 	VM_BIN_DIR=$(VM_BIN_DIR) $(GO) test -tags scaleout -count=1 -v -run '^TestScaleOutVictoriaMetrics$$' ./e2e
+
+# The Helm chart (deploy/helm/fabric-exporter): helm, pinned, installed from
+# the Go module proxy into build/tools (about 1.5 minutes on two cores the
+# first time; kept while it is HELM_VERSION), then the chart's tests: helm
+# lint, helm template against kubectl kustomize of deploy/kubernetes (with and
+# without the pod-resources component), the rule file, the dashboards, the
+# values. make test skips them where helm is not installed; .ci/run runs this.
+HELM_VERSION ?= v3.22.0
+HELM := $(CURDIR)/build/tools/helm
+helm:
+	@if ! $(GO) version -m $(HELM) 2>/dev/null | grep -q 'mod[[:space:]]*helm.sh/helm/v3[[:space:]]*$(HELM_VERSION)[[:space:]]'; then \
+	  echo "installing helm $(HELM_VERSION) into build/tools"; \
+	  GOBIN=$(CURDIR)/build/tools $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); \
+	fi
+
+test-helm: helm
+	HELM=$(HELM) $(GO) test -count=1 -v ./deploy/helm/...
 
 # The fleet benchmark (docs/benchmarks.md, "Fleet scale"): a real Prometheus
 # with the shipped rules and N simulated nodes; minutes per N.
