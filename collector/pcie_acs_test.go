@@ -1,0 +1,95 @@
+package collector
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The fixture: ACS on (SV, RR, CR, UF) at the downstream ports of the
+// socket-0 switch of GPU0, GPU1 and mlx5_0, off at the other switches; the
+// same four enabled at the root ports; upstream ports without ACS; the old
+// root ports of mlx4_0 and the ixgbe with 256 bytes (ACS unknown).
+func TestPCIeACSFixture(t *testing.T) {
+	c, errs := newTestPCIe(t, fixtureSys)
+	v := updateValues(t, c)
+	ctl := func(bdf, bit string) (float64, bool) {
+		x, ok := v["fabric_pcie_acs_control{"+bdf+","+bit+"}"]
+		return x, ok
+	}
+	for _, tc := range []struct {
+		bdf, bit string
+		want     float64
+	}{
+		{"0000:17:01.0", "rr", 1}, {"0000:17:01.0", "cr", 1}, {"0000:17:01.0", "sv", 1}, {"0000:17:01.0", "uf", 1},
+		{"0000:17:01.0", "tb", 0}, {"0000:17:01.0", "ec", 0}, {"0000:17:01.0", "dt", 0},
+		{"0000:17:00.0", "rr", 1}, {"0000:99:01.0", "rr", 0}, {"0000:99:01.0", "cr", 0}, {"0000:bb:00.0", "rr", 0},
+		{"0000:15:01.0", "rr", 1}, {"0000:b7:01.0", "cr", 1},
+	} {
+		if got, ok := ctl(tc.bdf, tc.bit); !ok || got != tc.want {
+			t.Errorf("control %s %s = %v (present %v), want %v", tc.bdf, tc.bit, got, ok, tc.want)
+		}
+	}
+	if got := v["fabric_pcie_acs_capability{0000:99:01.0,dt}"]; got != 1 {
+		t.Errorf("capability dt of 0000:99:01.0 = %v, want 1 (0x7f)", got)
+	}
+	if got, ok := v["fabric_pcie_acs_capability{0000:15:01.0,tb}"]; !ok || got != 0 {
+		t.Errorf("capability tb of the root port = %v, %v; want 0 (0x1d)", got, ok)
+	}
+	for bdf, want := range map[string]float64{"0000:16:00.0": 0, "0000:ba:00.0": 0, "0000:17:02.0": 1, "0000:be:00.0": 1} {
+		if got, ok := v["fabric_pcie_acs_present{"+bdf+"}"]; !ok || got != want {
+			t.Errorf("present %s = %v, %v; want %v", bdf, got, ok, want)
+		}
+	}
+	// 256 bytes: readable size said, ACS neither present nor absent.
+	if got := v["fabric_pcie_config_space_readable_bytes{0000:00:02.0}"]; got != 256 {
+		t.Errorf("readable bytes of 0000:00:02.0 = %v, want 256", got)
+	}
+	if got := v["fabric_pcie_config_space_readable_bytes{0000:17:01.0}"]; got != 4096 {
+		t.Errorf("readable bytes of 0000:17:01.0 = %v, want 4096", got)
+	}
+	for _, k := range []string{"fabric_pcie_acs_present{0000:00:02.0}", "fabric_pcie_acs_control{0000:00:1c.0,rr}",
+		"fabric_pcie_config_space_readable_bytes{0000:18:00.0}", "fabric_pcie_acs_present{0000:19:00.0}"} {
+		if _, ok := v[k]; ok {
+			t.Errorf("%s present: unknown ACS (256 bytes) or an endpoint", k)
+		}
+	}
+	if errs.Value() != 0 {
+		t.Errorf("%v read errors", errs.Value())
+	}
+}
+
+// A reader without CAP_SYS_ADMIN gets 64 bytes: nothing about ACS is said.
+// The configuration space is read when the tree changes, not per scrape.
+func TestPCIeACSUnprivilegedAndCached(t *testing.T) {
+	dir := copyTree(t, fixtureSys)
+	p := filepath.Join(dir, "devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/config")
+	if err := os.Truncate(p, 64); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := newTestPCIe(t, dir)
+	v := updateValues(t, c)
+	if got := v["fabric_pcie_config_space_readable_bytes{0000:17:01.0}"]; got != 64 {
+		t.Errorf("readable bytes = %v, want 64", got)
+	}
+	for k := range v {
+		if k == "fabric_pcie_acs_present{0000:17:01.0}" || k == "fabric_pcie_acs_control{0000:17:01.0,rr}" {
+			t.Errorf("%s from 64 bytes", k)
+		}
+	}
+	// Turning ACS off in the file is not seen until the tree changes.
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	v = updateValues(t, c)
+	if got := v["fabric_pcie_config_space_readable_bytes{0000:17:01.0}"]; got != 64 {
+		t.Errorf("config read again without a tree change: %v", got)
+	}
+	if err := os.Remove(filepath.Join(dir, "bus/pci/devices/0000:19:00.0")); err != nil {
+		t.Fatal(err)
+	}
+	v = updateValues(t, c)
+	if _, ok := v["fabric_pcie_config_space_readable_bytes{0000:17:01.0}"]; ok {
+		t.Error("config of 0000:17:01.0 still reported after the tree changed and the file went away")
+	}
+}
