@@ -304,7 +304,8 @@ func (c *pcieCollector) rebuild() {
 	byBDF := map[string]*pcieFunc{}
 	type member struct{ bdf, kind, name string }
 	var members []member
-	for i, locs := range [][]*pciLoc{c.topo.findGPUs(devRoot), c.topo.locateClass(devRoot, c.topo.dirs[1])} {
+	gpus, hcas := c.topo.findGPUs(devRoot), c.topo.locateClass(devRoot, c.topo.dirs[1])
+	for i, locs := range [][]*pciLoc{gpus, hcas} {
 		kind := [...]string{"gpu", "hca"}[i]
 		for _, l := range locs {
 			var up *pcieFunc
@@ -388,6 +389,7 @@ func (c *pcieCollector) rebuild() {
 		c.static = append(c.static, c.pathInfo.With(m.bdf, m.kind, m.name))
 	}
 	c.acs.rebuild(c.env, c.funcs)
+	c.acs.paths(gpus, hcas)
 }
 
 // parseLinkSpeed converts a sysfs link speed ("32.0 GT/s PCIe", "8 GT/s",

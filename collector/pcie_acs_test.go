@@ -3,6 +3,7 @@ package collector
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -91,5 +92,64 @@ func TestPCIeACSUnprivilegedAndCached(t *testing.T) {
 	v = updateValues(t, c)
 	if _, ok := v["fabric_pcie_config_space_readable_bytes{0000:17:01.0}"]; ok {
 		t.Error("config of 0000:17:01.0 still reported after the tree changed and the file went away")
+	}
+}
+
+// The judgement per GPU pair and GPU↔RDMA device pair on the fixture:
+// redirect below the socket-0 switch (GPU0, GPU1, mlx5_0), open below the
+// others, root_complex where the paths meet at a host bridge or beyond.
+func TestPCIeACSPaths(t *testing.T) {
+	v := updateValues(t, mustPCIe(t, fixtureSys))
+	for _, k := range []string{
+		"fabric_pcie_gpu_p2p_acs_info{0,1,redirect,0000:17:01.0}",
+		"fabric_pcie_gpu_p2p_acs_info{1,0,redirect,0000:17:02.0}",
+		"fabric_pcie_gpu_rdma_acs_info{0,mlx5_0,redirect,0000:17:01.0}",
+		"fabric_pcie_gpu_rdma_acs_info{1,mlx5_0,redirect,0000:17:02.0}",
+		"fabric_pcie_gpu_p2p_acs_info{4,5,open,}",
+		"fabric_pcie_gpu_rdma_acs_info{5,mlx5_3,open,}",
+		"fabric_pcie_gpu_p2p_acs_info{6,7,open,}",         // PXB: two switches, none redirects
+		"fabric_pcie_gpu_p2p_acs_info{2,3,root_complex,}", // PHB
+		"fabric_pcie_gpu_p2p_acs_info{0,4,root_complex,}", // SYS
+		"fabric_pcie_gpu_rdma_acs_info{0,mlx5_3,root_complex,}",
+		"fabric_pcie_gpu_rdma_acs_info{2,mlx5_0,root_complex,}", // NODE
+	} {
+		if v[k] != 1 {
+			t.Errorf("%s missing", k)
+		}
+	}
+	n := 0
+	for k := range v {
+		if strings.HasPrefix(k, "fabric_pcie_gpu_p2p_acs_info{") {
+			n++
+		}
+	}
+	if n != 56 {
+		t.Errorf("%d GPU pairs, want 56", n)
+	}
+
+	// GPU5's port unreadable, then ACS turned on at GPU4's port: unknown,
+	// then redirect (a known redirect decides over an unknown port).
+	dir := copyTree(t, fixtureSys)
+	sw := filepath.Join(dir, "devices/pci0000:97/0000:97:01.0/0000:98:00.0")
+	if err := os.Truncate(filepath.Join(sw, "0000:99:02.0/config"), 64); err != nil {
+		t.Fatal(err)
+	}
+	v = updateValues(t, mustPCIe(t, dir))
+	if v["fabric_pcie_gpu_p2p_acs_info{4,5,unknown,}"] != 1 || v["fabric_pcie_gpu_rdma_acs_info{4,mlx5_3,open,}"] != 1 {
+		t.Errorf("unknown: %v", keysWith(v, "{4,"))
+	}
+	f, err := os.OpenFile(filepath.Join(sw, "0000:99:01.0/config"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0x1d, 0x00}, 0x14e); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	v = updateValues(t, mustPCIe(t, dir))
+	for _, k := range []string{"fabric_pcie_gpu_p2p_acs_info{5,4,redirect,0000:99:01.0}", "fabric_pcie_gpu_rdma_acs_info{4,mlx5_3,redirect,0000:99:01.0}"} {
+		if v[k] != 1 {
+			t.Errorf("%s missing: %v", k, keysWith(v, "{4,"))
+		}
 	}
 }
