@@ -113,3 +113,53 @@ func keysWith(v map[string]float64, sub string) []string {
 	}
 	return out
 }
+
+// The lent H200 VM (Firecracker, kernel 6.18, run as root on 2026-12-02):
+// the GPU 0000:00:06.0 sits on the root bus with no bridge above it,
+// kernel/iommu_groups exists and is empty, class/iommu is empty, module/
+// has nvidia and nvidia_uvm but no peer-memory module; config reads 4096
+// bytes for the GPU as root (64 as nobody). The exporter must say: IOMMU
+// none, no peer-memory module, and nothing about ACS (no bridge to read).
+func TestGPUDirectH200VM(t *testing.T) {
+	dir := t.TempDir()
+	for p, v := range map[string]string{
+		"devices/pci0000:00/0000:00:06.0/vendor": "0x10de", "devices/pci0000:00/0000:00:06.0/device": "0x2335",
+		"devices/pci0000:00/0000:00:06.0/class": "0x030200", "devices/pci0000:00/0000:00:06.0/numa_node": "-1",
+		"devices/pci0000:00/0000:00:06.0/local_cpulist": "0-15", "devices/pci0000:00/0000:00:06.0/config": strings.Repeat("\x00", 4096),
+		"devices/pci0000:00/0000:00:06.0/current_link_speed": "32.0 GT/s PCIe", "devices/pci0000:00/0000:00:06.0/max_link_speed": "32.0 GT/s PCIe",
+		"module/nvidia/initstate": "live", "module/nvidia_uvm/initstate": "live",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"kernel/iommu_groups", "class/iommu", "class/infiniband", "bus/pci/devices"} {
+		os.MkdirAll(filepath.Join(dir, d), 0o755)
+	}
+	if err := os.Symlink("../../../devices/pci0000:00/0000:00:06.0", filepath.Join(dir, "bus/pci/devices/0000:00:06.0")); err != nil {
+		t.Fatal(err)
+	}
+	topo, errs := newTestTopology(t, dir)
+	v := updateValues(t, topo)
+	if v["fabric_iommu_info{none}"] != 1 || len(keysWith(v, "iommu")) != 1 {
+		t.Errorf("IOMMU: %v", keysWith(v, "iommu"))
+	}
+	if got, ok := v["fabric_gpu_peer_memory_module_loaded{nvidia_peermem}"]; !ok || got != 0 {
+		t.Errorf("nvidia_peermem %v %v, want 0", got, ok)
+	}
+	pv := updateValues(t, mustPCIe(t, dir))
+	for k := range pv {
+		if strings.Contains(k, "acs") || strings.Contains(k, "config_space") {
+			t.Errorf("%s on a VM without bridges", k)
+		}
+	}
+	if _, ok := pv["fabric_pcie_link_info{0000:00:06.0,endpoint,,0x10de,0x2335}"]; !ok {
+		t.Errorf("the GPU is not on the pcie path: %v", pv)
+	}
+	if errs.Value() != 0 {
+		t.Errorf("%v read errors", errs.Value())
+	}
+}
