@@ -55,6 +55,7 @@ type gpuCollector struct {
 
 	info, proc, source, supported, dcgmUp, util *exposition.Family
 	nvlinkUp, nvlinkErrors, nvlinkTx, nvlinkRx  *exposition.Family
+	p2p                                         *exposition.Family
 	fields                                      [gpu.NumFields]*exposition.Family
 }
 
@@ -97,6 +98,9 @@ func newGPUCollector(env Env, o *Options) (Collector, error) {
 			"NVLink data-link errors per link (NVML error counters): replay (transmit replays), recovery (the link retrained), crc_flit, crc_data.", prometheus.CounterValue, "gpu", "uuid", "link", "type"),
 		nvlinkTx: env.Families.NewFamily("fabric_gpu_nvlink_transmitted_bytes_total", "Payload bytes sent over the NVLink link (NVML field NVLINK_THROUGHPUT_DATA_TX).", prometheus.CounterValue, "gpu", "uuid", "link"),
 		nvlinkRx: env.Families.NewFamily("fabric_gpu_nvlink_received_bytes_total", "Payload bytes received over the NVLink link (NVML field NVLINK_THROUGHPUT_DATA_RX).", prometheus.CounterValue, "gpu", "uuid", "link"),
+		p2p: env.Families.NewFamily("fabric_gpu_p2p_status",
+			"NVML's peer-to-peer status from the GPU to peer_gpu (nvmlDeviceGetP2PStatus, asked once when the backend starts), per capability (read, write, nvlink, atomics, pci: P2P over PCIe), with the status as value of the status label: ok, chipset_not_supported, gpu_not_supported, ioh_topology_not_supported, disabled_by_regkey, not_supported, unknown. Always 1; absent where NVML returned an error.",
+			gg, "gpu", "peer_gpu", "capability", "status"),
 	}
 	for f, d := range [gpu.NumFields][2]string{
 		{"fabric_gpu_graphics_engine_active_ratio", "Fraction of time the graphics engine was active (DCGM 1001, GPM GRAPHICS_UTIL)."},
@@ -173,6 +177,14 @@ func (c *gpuCollector) Update(_ context.Context, b *exposition.Batch) error {
 		}
 		for _, pid := range d.PIDs {
 			b.AddWith(c.proc, 1, idx, d.UUID, strconv.FormatUint(uint64(pid), 10))
+		}
+		for _, p := range d.Peers {
+			peer := strconv.Itoa(p.Index)
+			for i, st := range p.Status {
+				if p.Known[i] {
+					b.AddWith(c.p2p, 1, idx, peer, gpu.P2PCapName(i), st.String())
+				}
+			}
 		}
 		for _, l := range d.NVLinks {
 			link := strconv.Itoa(l.Link)

@@ -79,6 +79,7 @@ type pcieCollector struct {
 	built  bool
 	funcs  []*pcieFunc
 	static []*exposition.Series // link and path info
+	acs    pcieACS              // ACS of the bridges, read at rebuild
 
 	speed, maxSpeed, width, maxWidth, supSpeed, supWidth *exposition.Family
 	linkInfo, pathInfo, aer, aerClass, rootport          *exposition.Family
@@ -88,7 +89,7 @@ func newPCIeCollector(env Env, o *Options) (Collector, error) {
 	t, _ := newTopologyCollector(env, o)
 	g, ctr := prometheus.GaugeValue, prometheus.CounterValue
 	return &pcieCollector{
-		env: env, topo: t.(*topologyCollector), reader: sysfs.NewReaderIn(o.SysfsPath),
+		env: env, topo: t.(*topologyCollector), reader: sysfs.NewReaderIn(o.SysfsPath), acs: newPCIeACS(env),
 		speed: env.Families.NewFamily("fabric_pcie_link_speed_transfers_per_second",
 			"Current PCIe link speed in transfers per second (current_link_speed; 32.0 GT/s = 3.2e10). Endpoints commonly lower it while idle.", g, "pci_bus_id"),
 		maxSpeed: env.Families.NewFamily("fabric_pcie_link_max_speed_transfers_per_second",
@@ -143,6 +144,7 @@ func (c *pcieCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	for _, s := range c.static {
 		b.Add(s, 1)
 	}
+	c.acs.add(b)
 	var buf [sysfs.MaxAttrSize]byte
 	for _, f := range c.funcs {
 		if f.retryMax {
@@ -294,7 +296,7 @@ func (c *pcieCollector) readLink(p string, buf []byte, parse func([]byte) (float
 // rebuild walks the paths of the GPUs and RDMA devices again.
 func (c *pcieCollector) rebuild() {
 	c.reader.Close()
-	c.funcs, c.static = c.funcs[:0], c.static[:0]
+	c.funcs, c.static, c.acs.values = c.funcs[:0], c.static[:0], c.acs.values[:0]
 	devRoot, err := filepath.EvalSymlinks(filepath.Join(c.topo.sysfs, "devices"))
 	if err != nil {
 		return
@@ -302,7 +304,8 @@ func (c *pcieCollector) rebuild() {
 	byBDF := map[string]*pcieFunc{}
 	type member struct{ bdf, kind, name string }
 	var members []member
-	for i, locs := range [][]*pciLoc{c.topo.findGPUs(devRoot), c.topo.locateClass(devRoot, c.topo.dirs[1])} {
+	gpus, hcas := c.topo.findGPUs(devRoot), c.topo.locateClass(devRoot, c.topo.dirs[1])
+	for i, locs := range [][]*pciLoc{gpus, hcas} {
 		kind := [...]string{"gpu", "hca"}[i]
 		for _, l := range locs {
 			var up *pcieFunc
@@ -385,6 +388,8 @@ func (c *pcieCollector) rebuild() {
 	for _, m := range members {
 		c.static = append(c.static, c.pathInfo.With(m.bdf, m.kind, m.name))
 	}
+	c.acs.rebuild(c.env, c.funcs)
+	c.acs.paths(gpus, hcas)
 }
 
 // parseLinkSpeed converts a sysfs link speed ("32.0 GT/s PCIe", "8 GT/s",

@@ -95,6 +95,7 @@ type topologyCollector struct {
 	sig    uint64
 	built  bool
 	series []*exposition.Series
+	gd     gpuDirectFacts // IOMMU groups and peer memory (topology_gpudirect.go)
 
 	deviceInfo, pathInfo, gpuPathInfo *exposition.Family
 }
@@ -102,7 +103,7 @@ type topologyCollector struct {
 func newTopologyCollector(env Env, o *Options) (Collector, error) {
 	g := prometheus.GaugeValue
 	return &topologyCollector{
-		env: env, sysfs: o.SysfsPath,
+		env: env, sysfs: o.SysfsPath, gd: newGPUDirectFacts(env),
 		dirs: [3]string{o.sysPath("bus", "pci", "devices"), o.sysPath("class", "infiniband"), o.sysPath("class", "net")},
 		deviceInfo: env.Families.NewFamily("fabric_pci_device_info",
 			"A GPU (PCI vendor 0x10de, display or 3D class; name is its index in PCI bus order, as nvidia-smi numbers GPUs), RDMA device or PCI network interface, with its PCI function, NUMA node (\"\" when unknown) and local CPUs.",
@@ -140,12 +141,13 @@ func (c *topologyCollector) Update(ctx context.Context, b *exposition.Batch) err
 	for _, s := range c.series {
 		b.Add(s, 1)
 	}
+	c.gd.add(b)
 	return nil
 }
 
 // rebuild walks the PCI tree again.
 func (c *topologyCollector) rebuild() {
-	c.series = c.series[:0]
+	c.series, c.gd.series, c.gd.modDir = c.series[:0], c.gd.series[:0], ""
 	devRoot, err := filepath.EvalSymlinks(filepath.Join(c.sysfs, "devices"))
 	if err != nil {
 		return
@@ -153,6 +155,7 @@ func (c *topologyCollector) rebuild() {
 	gpus := c.findGPUs(devRoot)
 	hcas := c.locateClass(devRoot, c.dirs[1])
 	nets := c.locateClass(devRoot, c.dirs[2])
+	c.gd.rebuild(c.sysfs, devRoot, gpus, hcas)
 	for i, locs := range [][]*pciLoc{gpus, hcas, nets} {
 		kind := [...]string{"gpu", "hca", "netdev"}[i]
 		for _, l := range locs {

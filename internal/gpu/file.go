@@ -27,6 +27,7 @@ type fileDevice struct {
 	Utilization *float64            `json:"utilization"`
 	PIDs        []uint32            `json:"pids"`
 	NVLinks     []fileNVLink        `json:"nvlinks"`
+	P2P         []fileP2P           `json:"p2p"`
 }
 
 type fileNVLink struct {
@@ -63,6 +64,9 @@ func NewFileBackend(path string) (*FileBackend, error) {
 			if fieldByName(name) < 0 {
 				return nil, fmt.Errorf("%s: gpu %d: unknown field %q", path, d.Index, name)
 			}
+		}
+		if err := checkFileP2P(d.P2P); err != nil {
+			return nil, fmt.Errorf("%s: gpu %d: %w", path, d.Index, err)
 		}
 		for _, l := range d.NVLinks {
 			for name := range l.Errors {
@@ -129,6 +133,7 @@ func (fb *FileBackend) Snapshot() (Snapshot, error) {
 			}
 			d.NVLinks = append(d.NVLinks, l)
 		}
+		d.Peers = filePeers(fd.P2P)
 		s.Devices = append(s.Devices, d)
 	}
 	return s, nil

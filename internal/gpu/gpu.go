@@ -62,6 +62,8 @@ type Device struct {
 	PIDs []uint32
 	// NVLinks are the GPU's NVLink links (none on PCIe-only GPUs).
 	NVLinks []NVLink
+	// Peers is NVML's P2P status towards each other GPU (read once).
+	Peers []P2PPeer
 }
 
 // NVLink error counters (NVML nvmlNvLinkErrorCounter_t).

@@ -39,10 +39,20 @@ type fakeNVML struct {
 	nvlinks  int
 	linkDown map[int]bool
 	linkErrs uint64
+	// p2p answers GetP2PStatus from GPU a to GPU b (nil: not supported).
+	p2p func(a, b int, c nvml.GpuP2PCapsIndex) (nvml.GpuP2PStatus, nvml.Return)
 }
 
 func (f *fakeNVML) lib(n int, gpm bool, initRet nvml.Return) *mock.Interface {
 	devs := make([]*mock.Device, n)
+	index := func(d nvml.Device) int {
+		for j := range devs {
+			if devs[j] == d {
+				return j
+			}
+		}
+		return -1
+	}
 	for i := range devs {
 		i := i
 		ret := func() nvml.Return {
@@ -88,6 +98,12 @@ func (f *fakeNVML) lib(n int, gpm bool, initRet nvml.Return) *mock.Interface {
 					return 0, nvml.ERROR_NOT_SUPPORTED
 				}
 				return uint64(10*link+int(c)) + f.linkErrs, nvml.SUCCESS
+			},
+			GetP2PStatusFunc: func(peer nvml.Device, c nvml.GpuP2PCapsIndex) (nvml.GpuP2PStatus, nvml.Return) {
+				if f.p2p == nil {
+					return 0, nvml.ERROR_NOT_SUPPORTED
+				}
+				return f.p2p(i, index(peer), c)
 			},
 			GetFieldValuesFunc: func(fv []nvml.FieldValue) nvml.Return {
 				for k := range fv {

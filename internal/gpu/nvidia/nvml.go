@@ -101,6 +101,7 @@ func startNVML(lib nvml.Interface, interval time.Duration, withGPM bool, logger 
 		}
 		s.gpus = append(s.gpus, g)
 	}
+	readPeers(s.gpus)
 	s.sample(time.Now())
 	go s.loop()
 	return s, nil

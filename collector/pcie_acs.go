@@ -1,0 +1,166 @@
+package collector
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
+)
+
+// PCIe Access Control Services of the bridges (root ports, switch ports) on
+// the paths the pcie collector walks. A port with P2P request redirect or
+// completion redirect enabled sends every peer-to-peer request between the
+// devices below it up to the root complex: GPU↔GPU P2P and GPUDirect RDMA
+// across it are closed or slow. ACS lives in the PCIe extended
+// configuration space (config, offset 0x100 on), which the kernel lets
+// only CAP_SYS_ADMIN read: other readers get 64 bytes, and then nothing is
+// said about ACS (fabric_pcie_config_space_readable_bytes says why).
+// Configuration space is read when the tree is rebuilt, never per scrape.
+
+type pcieACS struct {
+	readable, present, capability, control *exposition.Family
+	gpuPath, hcaPath                       *exposition.Family
+	values                                 []pcieACSValue // read at rebuild
+	// ACS control of each bridge whose extended space was read (0 without
+	// ACS); a bridge missing here is unknown.
+	ctl map[string]uint16
+}
+
+type pcieACSValue struct {
+	s *exposition.Series
+	v float64
+}
+
+func newPCIeACS(env Env) pcieACS {
+	g := prometheus.GaugeValue
+	return pcieACS{
+		readable: env.Families.NewFamily("fabric_pcie_config_space_readable_bytes",
+			"Bytes of the bridge's PCI configuration space (sysfs config) the exporter could read: 4096 with the extended space, 256 for conventional PCI or a platform without extended access, 64 for a reader without CAP_SYS_ADMIN. ACS is known only at 4096.",
+			g, "pci_bus_id"),
+		present: env.Families.NewFamily("fabric_pcie_acs_present",
+			"1 when the bridge has the PCIe Access Control Services extended capability, 0 when its extended capability list has none. Absent when the extended configuration space could not be read.",
+			g, "pci_bus_id"),
+		capability: env.Families.NewFamily("fabric_pcie_acs_capability",
+			"ACS capability register of the bridge, per bit: 1 when the port implements it. bit: sv (source validation), tb (translation blocking), rr (P2P request redirect), cr (P2P completion redirect), uf (upstream forwarding), ec (P2P egress control), dt (direct translated P2P). Absent without ACS or readable extended space.",
+			g, "pci_bus_id", "bit"),
+		control: env.Families.NewFamily("fabric_pcie_acs_control",
+			"ACS control register of the bridge, per bit (as lspci prints ACSCtl): 1 when enabled. rr or cr enabled redirects peer-to-peer traffic between the devices below the port up to the root complex. Absent without ACS or readable extended space.",
+			g, "pci_bus_id", "bit"),
+		gpuPath: env.Families.NewFamily("fabric_pcie_gpu_p2p_acs_info",
+			"Whether ACS lets P2P between two GPUs stay inside their PCIe switch: acs=redirect (a port between them has P2P request or completion redirect enabled; bridge names the first, from the GPU up), open (every port between them was read and none redirects), unknown (a port between them could not be read: see fabric_pcie_config_space_readable_bytes), root_complex (they meet only at the host bridge or beyond, where the chipset decides: fabric_gpu_p2p_status). bridge is \"\" unless acs=redirect.",
+			g, "gpu", "peer_gpu", "acs", "bridge"),
+		hcaPath: env.Families.NewFamily("fabric_pcie_gpu_rdma_acs_info",
+			"Whether ACS lets GPUDirect RDMA between a GPU and an RDMA device stay inside their PCIe switch; acs and bridge as in fabric_pcie_gpu_p2p_acs_info.",
+			g, "gpu", "device", "acs", "bridge"),
+	}
+}
+
+// rebuild reads the configuration space of every bridge in funcs.
+func (a *pcieACS) rebuild(env Env, funcs []*pcieFunc) {
+	a.values, a.ctl = a.values[:0], map[string]uint16{}
+	for _, f := range funcs {
+		if f.role == "endpoint" {
+			continue
+		}
+		p := filepath.Join(f.dir, "config")
+		cfg, err := readConfig(p)
+		if err != nil {
+			if !sysfs.IsGone(err) {
+				skipValue(env, p, err)
+			}
+			continue
+		}
+		a.values = append(a.values, pcieACSValue{a.readable.With(f.bdf), float64(len(cfg))})
+		acs, found, err := sysfs.ParsePCIACS(cfg)
+		if errors.Is(err, sysfs.ErrNoExtendedConfig) {
+			continue
+		}
+		if err != nil {
+			skipValue(env, p, err)
+			continue
+		}
+		a.ctl[f.bdf] = acs.Control
+		if !found {
+			a.values = append(a.values, pcieACSValue{a.present.With(f.bdf), 0})
+			continue
+		}
+		a.values = append(a.values, pcieACSValue{a.present.With(f.bdf), 1})
+		for i := 0; i < sysfs.NumACSBits; i++ {
+			bit := sysfs.ACSBitName(i)
+			a.values = append(a.values,
+				pcieACSValue{a.capability.With(f.bdf, bit), float64(acs.Cap >> i & 1)},
+				pcieACSValue{a.control.With(f.bdf, bit), float64(acs.Control >> i & 1)})
+		}
+	}
+}
+
+// paths judges ACS between each GPU pair and each GPU and RDMA device.
+func (a *pcieACS) paths(gpus, hcas []*pciLoc) {
+	for _, g := range gpus {
+		for _, p := range gpus {
+			if p != g {
+				st, br := a.between(g, p)
+				a.values = append(a.values, pcieACSValue{a.gpuPath.With(g.name, p.name, st, br), 1})
+			}
+		}
+		for _, h := range hcas {
+			st, br := a.between(g, h)
+			a.values = append(a.values, pcieACSValue{a.hcaPath.With(g.name, h.name, st, br), 1})
+		}
+	}
+}
+
+// between returns the ACS state of the ports that a request from x to y,
+// or back, enters below the bridge where their paths meet.
+func (a *pcieACS) between(x, y *pciLoc) (state, bridge string) {
+	if x.root != y.root {
+		return "root_complex", ""
+	}
+	k := 0
+	for k < len(x.chain) && k < len(y.chain) && x.chain[k] == y.chain[k] {
+		k++
+	}
+	if k == 0 {
+		return "root_complex", "" // they meet at the host bridge
+	}
+	state = "open"
+	for _, l := range [2]*pciLoc{x, y} {
+		below := l.chain[k : len(l.chain)-1]   // the ports below the meeting bridge
+		for i := len(below) - 1; i >= 0; i-- { // from the device up
+			bdf := below[i]
+			if !isBDF(bdf) {
+				continue
+			}
+			c, ok := a.ctl[bdf]
+			switch {
+			case !ok:
+				state = "unknown"
+			case c&(sysfs.ACSRequestRedirect|sysfs.ACSCompletionRedirect) != 0:
+				return "redirect", bdf
+			}
+		}
+	}
+	return state, ""
+}
+
+func (a *pcieACS) add(b *exposition.Batch) {
+	for _, v := range a.values {
+		b.Add(v.s, v.v)
+	}
+}
+
+// readConfig reads up to 4096 bytes of a sysfs config file: as many as
+// the kernel lets this reader have.
+func readConfig(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, sysfs.PCIConfigExtended))
+}
