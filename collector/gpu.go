@@ -98,9 +98,9 @@ func newGPUCollector(env Env, o *Options) (Collector, error) {
 			"NVLink data-link errors per link (NVML error counters): replay (transmit replays), recovery (the link retrained), crc_flit, crc_data.", prometheus.CounterValue, "gpu", "uuid", "link", "type"),
 		nvlinkTx: env.Families.NewFamily("fabric_gpu_nvlink_transmitted_bytes_total", "Payload bytes sent over the NVLink link (NVML field NVLINK_THROUGHPUT_DATA_TX).", prometheus.CounterValue, "gpu", "uuid", "link"),
 		nvlinkRx: env.Families.NewFamily("fabric_gpu_nvlink_received_bytes_total", "Payload bytes received over the NVLink link (NVML field NVLINK_THROUGHPUT_DATA_RX).", prometheus.CounterValue, "gpu", "uuid", "link"),
-		p2p: env.Families.NewFamily("fabric_gpu_p2p_status",
-			"NVML's peer-to-peer status from the GPU to peer_gpu (nvmlDeviceGetP2PStatus, asked once when the backend starts), per capability (read, write, nvlink, atomics, pci: P2P over PCIe), with the status as value of the status label: ok, chipset_not_supported, gpu_not_supported, ioh_topology_not_supported, disabled_by_regkey, not_supported, unknown. Always 1; absent where NVML returned an error.",
-			gg, "gpu", "peer_gpu", "capability", "status"),
+		p2p: env.Families.NewFamily("fabric_gpu_p2p_status_info",
+			"NVML's peer-to-peer status from the GPU to peer_gpu (nvmlDeviceGetP2PStatus, asked once when the backend starts), one series per ordered pair with one label per capability (read, write, nvlink, atomics, pci: P2P over PCIe) holding its status: ok, chipset_not_supported, gpu_not_supported, ioh_topology_not_supported, disabled_by_regkey, not_supported, unknown; \"\" (no label) where NVML returned an error for that capability. Absent where it did for all.",
+			gg, "gpu", "peer_gpu", "read", "write", "nvlink", "atomics", "pci"),
 	}
 	for f, d := range [gpu.NumFields][2]string{
 		{"fabric_gpu_graphics_engine_active_ratio", "Fraction of time the graphics engine was active (DCGM 1001, GPM GRAPHICS_UTIL)."},
@@ -179,11 +179,15 @@ func (c *gpuCollector) Update(_ context.Context, b *exposition.Batch) error {
 			b.AddWith(c.proc, 1, idx, d.UUID, strconv.FormatUint(uint64(pid), 10))
 		}
 		for _, p := range d.Peers {
-			peer := strconv.Itoa(p.Index)
-			for i, st := range p.Status {
+			var st [gpu.NumP2PCaps]string
+			known := false
+			for i, s := range p.Status {
 				if p.Known[i] {
-					b.AddWith(c.p2p, 1, idx, peer, gpu.P2PCapName(i), st.String())
+					st[i], known = s.String(), true
 				}
+			}
+			if known {
+				b.AddWith(c.p2p, 1, idx, strconv.Itoa(p.Index), st[0], st[1], st[2], st[3], st[4])
 			}
 		}
 		for _, l := range d.NVLinks {

@@ -12,25 +12,26 @@ func TestGPUP2PStatus(t *testing.T) {
 	v := updateValues(t, newTestGPU(t, o))
 	n := 0
 	for k := range v {
-		if len(k) > len("fabric_gpu_p2p_status{") && k[:len("fabric_gpu_p2p_status{")] == "fabric_gpu_p2p_status{" {
+		if len(k) > len("fabric_gpu_p2p_status_info{") && k[:len("fabric_gpu_p2p_status_info{")] == "fabric_gpu_p2p_status_info{" {
 			n++
 		}
 	}
-	if n != 8*7*5 {
-		t.Errorf("%d P2P series, want 280 (8 GPUs × 7 peers × 5 capabilities)", n)
+	if n != 8*7 {
+		t.Errorf("%d P2P series, want 56 (8 GPUs × 7 peers, one series per ordered pair)", n)
 	}
+	// labels: gpu, peer_gpu, read, write, nvlink, atomics, pci
 	for _, k := range []string{
-		"fabric_gpu_p2p_status{0,1,nvlink,ok}", "fabric_gpu_p2p_status{1,0,read,ok}", "fabric_gpu_p2p_status{2,3,pci,ok}",
-		"fabric_gpu_p2p_status{2,3,nvlink,not_supported}", "fabric_gpu_p2p_status{3,4,read,ioh_topology_not_supported}",
-		"fabric_gpu_p2p_status{7,0,write,ioh_topology_not_supported}", "fabric_gpu_p2p_status{6,7,atomics,not_supported}",
+		"fabric_gpu_p2p_status_info{0,1,ok,ok,ok,not_supported,ok}",
+		"fabric_gpu_p2p_status_info{2,3,ok,ok,not_supported,not_supported,ok}",
+		"fabric_gpu_p2p_status_info{3,4,ioh_topology_not_supported,ioh_topology_not_supported,not_supported,ioh_topology_not_supported,ioh_topology_not_supported}",
 	} {
 		if v[k] != 1 {
 			t.Errorf("%s missing", k)
 		}
 	}
-	for _, k := range []string{"fabric_gpu_p2p_status{0,0,read,ok}", "fabric_gpu_p2p_status{3,4,read,ok}"} {
-		if _, ok := v[k]; ok {
-			t.Errorf("%s present", k)
+	for k := range v {
+		if len(k) > len("fabric_gpu_p2p_status_info{0,0,") && k[:len("fabric_gpu_p2p_status_info{0,0,")] == "fabric_gpu_p2p_status_info{0,0," {
+			t.Errorf("%s: a GPU is no peer of itself", k)
 		}
 	}
 }

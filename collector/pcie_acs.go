@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -45,12 +46,12 @@ func newPCIeACS(env Env) pcieACS {
 		present: env.Families.NewFamily("fabric_pcie_acs_present",
 			"1 when the bridge has the PCIe Access Control Services extended capability, 0 when its extended capability list has none. Absent when the extended configuration space could not be read.",
 			g, "pci_bus_id"),
-		capability: env.Families.NewFamily("fabric_pcie_acs_capability",
-			"ACS capability register of the bridge, per bit: 1 when the port implements it. bit: sv (source validation), tb (translation blocking), rr (P2P request redirect), cr (P2P completion redirect), uf (upstream forwarding), ec (P2P egress control), dt (direct translated P2P). Absent without ACS or readable extended space.",
-			g, "pci_bus_id", "bit"),
-		control: env.Families.NewFamily("fabric_pcie_acs_control",
-			"ACS control register of the bridge, per bit (as lspci prints ACSCtl): 1 when enabled. rr or cr enabled redirects peer-to-peer traffic between the devices below the port up to the root complex. Absent without ACS or readable extended space.",
-			g, "pci_bus_id", "bit"),
+		capability: env.Families.NewFamily("fabric_pcie_acs_capability_info",
+			"ACS capability register of the bridge (as lspci prints ACSCap), one label per bit, \"1\" when the port implements it: sv (source validation), tb (translation blocking), rr (P2P request redirect), cr (P2P completion redirect), uf (upstream forwarding), ec (P2P egress control), dt (direct translated P2P). Absent without ACS or readable extended space.",
+			g, acsInfoLabels...),
+		control: env.Families.NewFamily("fabric_pcie_acs_control_info",
+			"ACS control register of the bridge (as lspci prints ACSCtl), one label per bit as in fabric_pcie_acs_capability_info, \"1\" when enabled. rr or cr enabled redirects peer-to-peer traffic between the devices below the port up to the root complex: fabric_pcie_acs_control_info{rr=\"1\"}. Absent without ACS or readable extended space.",
+			g, acsInfoLabels...),
 		gpuPath: env.Families.NewFamily("fabric_pcie_gpu_p2p_acs_info",
 			"Whether ACS lets P2P between two GPUs stay inside their PCIe switch: acs=redirect (a port between them has P2P request or completion redirect enabled; bridge names the first, from the GPU up), open (every port between them was read and none redirects), unknown (a port between them could not be read: see fabric_pcie_config_space_readable_bytes), root_complex (they meet only at the host bridge or beyond, where the chipset decides: fabric_gpu_p2p_status). bridge is \"\" unless acs=redirect.",
 			g, "gpu", "peer_gpu", "acs", "bridge"),
@@ -58,6 +59,27 @@ func newPCIeACS(env Env) pcieACS {
 			"Whether ACS lets GPUDirect RDMA between a GPU and an RDMA device stay inside their PCIe switch; acs and bridge as in fabric_pcie_gpu_p2p_acs_info.",
 			g, "gpu", "device", "acs", "bridge"),
 	}
+}
+
+// acsInfoLabels are the labels of the ACS register series: the bridge and
+// one label per bit, in the register's order (one series per bridge and
+// register instead of one per bit).
+var acsInfoLabels = func() []string {
+	l := []string{"pci_bus_id"}
+	for i := 0; i < sysfs.NumACSBits; i++ {
+		l = append(l, sysfs.ACSBitName(i))
+	}
+	return l
+}()
+
+// acsLabelValues returns the label values of a register: the bridge, then
+// "1" or "0" per bit.
+func acsLabelValues(bdf string, reg uint16) []string {
+	v := []string{bdf}
+	for i := 0; i < sysfs.NumACSBits; i++ {
+		v = append(v, strconv.Itoa(int(reg>>i&1)))
+	}
+	return v
 }
 
 // rebuild reads the configuration space of every bridge in funcs.
@@ -89,13 +111,9 @@ func (a *pcieACS) rebuild(env Env, funcs []*pcieFunc) {
 			a.values = append(a.values, pcieACSValue{a.present.With(f.bdf), 0})
 			continue
 		}
-		a.values = append(a.values, pcieACSValue{a.present.With(f.bdf), 1})
-		for i := 0; i < sysfs.NumACSBits; i++ {
-			bit := sysfs.ACSBitName(i)
-			a.values = append(a.values,
-				pcieACSValue{a.capability.With(f.bdf, bit), float64(acs.Cap >> i & 1)},
-				pcieACSValue{a.control.With(f.bdf, bit), float64(acs.Control >> i & 1)})
-		}
+		a.values = append(a.values, pcieACSValue{a.present.With(f.bdf), 1},
+			pcieACSValue{a.capability.With(acsLabelValues(f.bdf, acs.Cap)...), 1},
+			pcieACSValue{a.control.With(acsLabelValues(f.bdf, acs.Control)...), 1})
 	}
 }
 

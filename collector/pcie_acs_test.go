@@ -14,10 +14,7 @@ import (
 func TestPCIeACSFixture(t *testing.T) {
 	c, errs := newTestPCIe(t, fixtureSys)
 	v := updateValues(t, c)
-	ctl := func(bdf, bit string) (float64, bool) {
-		x, ok := v["fabric_pcie_acs_control{"+bdf+","+bit+"}"]
-		return x, ok
-	}
+	ctl := func(bdf, bit string) (float64, bool) { return acsBit(v, "control", bdf, bit) }
 	for _, tc := range []struct {
 		bdf, bit string
 		want     float64
@@ -31,10 +28,10 @@ func TestPCIeACSFixture(t *testing.T) {
 			t.Errorf("control %s %s = %v (present %v), want %v", tc.bdf, tc.bit, got, ok, tc.want)
 		}
 	}
-	if got := v["fabric_pcie_acs_capability{0000:99:01.0,dt}"]; got != 1 {
+	if got, _ := acsBit(v, "capability", "0000:99:01.0", "dt"); got != 1 {
 		t.Errorf("capability dt of 0000:99:01.0 = %v, want 1 (0x7f)", got)
 	}
-	if got, ok := v["fabric_pcie_acs_capability{0000:15:01.0,tb}"]; !ok || got != 0 {
+	if got, ok := acsBit(v, "capability", "0000:15:01.0", "tb"); !ok || got != 0 {
 		t.Errorf("capability tb of the root port = %v, %v; want 0 (0x1d)", got, ok)
 	}
 	for bdf, want := range map[string]float64{"0000:16:00.0": 0, "0000:ba:00.0": 0, "0000:17:02.0": 1, "0000:be:00.0": 1} {
@@ -49,7 +46,10 @@ func TestPCIeACSFixture(t *testing.T) {
 	if got := v["fabric_pcie_config_space_readable_bytes{0000:17:01.0}"]; got != 4096 {
 		t.Errorf("readable bytes of 0000:17:01.0 = %v, want 4096", got)
 	}
-	for _, k := range []string{"fabric_pcie_acs_present{0000:00:02.0}", "fabric_pcie_acs_control{0000:00:1c.0,rr}",
+	if _, ok := acsBit(v, "control", "0000:00:1c.0", "rr"); ok {
+		t.Errorf("ACS control of 0000:00:1c.0 present: unknown ACS (256 bytes)")
+	}
+	for _, k := range []string{"fabric_pcie_acs_present{0000:00:02.0}",
 		"fabric_pcie_config_space_readable_bytes{0000:18:00.0}", "fabric_pcie_acs_present{0000:19:00.0}"} {
 		if _, ok := v[k]; ok {
 			t.Errorf("%s present: unknown ACS (256 bytes) or an endpoint", k)
@@ -74,7 +74,7 @@ func TestPCIeACSUnprivilegedAndCached(t *testing.T) {
 		t.Errorf("readable bytes = %v, want 64", got)
 	}
 	for k := range v {
-		if k == "fabric_pcie_acs_present{0000:17:01.0}" || k == "fabric_pcie_acs_control{0000:17:01.0,rr}" {
+		if k == "fabric_pcie_acs_present{0000:17:01.0}" || strings.HasPrefix(k, "fabric_pcie_acs_control_info{0000:17:01.0,") {
 			t.Errorf("%s from 64 bytes", k)
 		}
 	}
@@ -152,4 +152,22 @@ func TestPCIeACSPaths(t *testing.T) {
 			t.Errorf("%s missing: %v", k, keysWith(v, "{4,"))
 		}
 	}
+}
+
+// acsBit reads one bit of an ACS register series (fabric_pcie_acs_<reg>_info,
+// labels pci_bus_id then one per bit in the register's order).
+func acsBit(v map[string]float64, reg, bdf, bit string) (float64, bool) {
+	prefix := "fabric_pcie_acs_" + reg + "_info{" + bdf + ","
+	for k := range v {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		bits := strings.Split(strings.TrimSuffix(k[len(prefix):], "}"), ",")
+		for i, name := range acsInfoLabels[1:] {
+			if name == bit && i < len(bits) {
+				return map[string]float64{"1": 1, "0": 0}[bits[i]], true
+			}
+		}
+	}
+	return 0, false
 }
