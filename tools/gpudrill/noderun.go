@@ -5,8 +5,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -102,6 +104,7 @@ func orErr(err error, ok func() string) string {
 var rankLoss = []string{"NCCLRankMissing", "NCCLAsyncError"}
 
 func killTrial(cfg Config, t nodeTrial, res *Result, st *stack, comm ncclras.Communicator, pids [2]int, rasAddr string, ready, tSeen time.Time, cpu0 float64) {
+	saveRAS(rasAddr, filepath.Join(cfg.WorkDir, t.Name), "healthy")
 	if t.Healthy > 0 {
 		if wall, cpu, n, err := rasClientCost(rasAddr, 20); err == nil {
 			res.printf("%s: RAS query by the exporter's client (internal/ncclras, JSON STATUS of the 2-rank job), %d queries: wall median %.2f ms, CPU %.2f ms per query", t.Name, n, ms(wall), ms(cpu))
@@ -141,6 +144,7 @@ func killTrial(cfg Config, t nodeTrial, res *Result, st *stack, comm ncclras.Com
 	a, okA := got["NCCLAsyncError"]
 	res.check(t.Name+": NCCLAsyncError names the survivor", okA && a.labels["pid"] == strconv.Itoa(pids[0]),
 		"pid %q, want %d", a.labels["pid"], pids[0])
+	saveRAS(rasAddr, filepath.Join(cfg.WorkDir, t.Name), "killed")
 	if s, err := ncclras.Query(context.Background(), rasAddr, ncclras.Options{Timeout: 5 * time.Second}); err == nil {
 		for _, c := range s.Communicators {
 			if c.Hash == comm.Hash {
@@ -308,6 +312,44 @@ func rasClientCost(addr string, n int) (wall, cpu time.Duration, done int, err e
 	syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
 	used := time.Duration(r1.Utime.Nano()-r0.Utime.Nano()+r1.Stime.Nano()-r0.Stime.Nano()) / time.Duration(n)
 	return time.Duration(median(walls)), used, n, nil
+}
+
+// saveRAS keeps RAS's answers as it wrote them (JSON and text STATUS) in
+// dir/ras-<what>.json and .txt, with the exchange before the answer.
+func saveRAS(addr, dir, what string) {
+	for _, f := range []struct{ ext, set string }{{"json", "SET FORMAT json"}, {"txt", ""}} {
+		cmds := []string{"CLIENT PROTOCOL " + strconv.Itoa(ncclras.ClientProtocol), "TIMEOUT 5"}
+		if f.set != "" {
+			cmds = append(cmds, f.set)
+		}
+		if b, err := rawRAS(addr, cmds, 10*time.Second); err == nil {
+			os.WriteFile(filepath.Join(dir, "ras-"+what+"."+f.ext), b, 0o644)
+		}
+	}
+}
+
+// rawRAS sends each command of cmds, reading its one-line answer, then
+// STATUS, and returns the answer until EOF (at most 4 MiB).
+func rawRAS(addr string, cmds []string, timeout time.Duration) ([]byte, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	br := bufio.NewReader(c)
+	for _, cmd := range cmds {
+		if _, err := c.Write([]byte(cmd + "\n")); err != nil {
+			return nil, err
+		}
+		if _, err := br.ReadString('\n'); err != nil {
+			return nil, fmt.Errorf("%s: %w", cmd, err)
+		}
+	}
+	if _, err := c.Write([]byte("STATUS\n")); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(io.LimitReader(br, ncclras.DefaultMaxAnswer))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }

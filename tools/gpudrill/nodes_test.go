@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -314,5 +316,62 @@ func TestNodeTrials(t *testing.T) {
 	}
 	if len(res.KillToPage) != 2 {
 		t.Errorf("kill → page %v", res.KillToPage)
+	}
+	// RAS's answers as written, healthy and after the kill.
+	for what, missing := range map[string]int{"healthy": 0, "killed": 1} {
+		b, err := os.ReadFile(filepath.Join(cfg.WorkDir, "kill1", "ras-"+what+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := ncclras.ParseJSON(b)
+		if err != nil || len(st.Communicators) != 1 || st.Communicators[0].Nodes != 2 || st.Communicators[0].MissingCount != missing {
+			t.Errorf("ras-%s.json: %v %+v", what, err, st)
+		}
+	}
+}
+
+// rawRAS: each command's one-line answer, then STATUS until EOF; a server
+// that closes early is an error.
+func TestRawRAS(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil {
+						return
+					}
+					switch strings.TrimSpace(line) {
+					case "CLIENT PROTOCOL 2":
+						c.Write([]byte("SERVER PROTOCOL 2\n"))
+					case "STATUS":
+						c.Write([]byte("{\"answer\": 1}\n"))
+						return
+					case "HANGUP":
+						return
+					default:
+						c.Write([]byte("OK\n"))
+					}
+				}
+			}()
+		}
+	}()
+	b, err := rawRAS(l.Addr().String(), []string{"CLIENT PROTOCOL 2", "TIMEOUT 5"}, 5*time.Second)
+	if err != nil || string(b) != "{\"answer\": 1}\n" {
+		t.Errorf("%q %v", b, err)
+	}
+	if _, err := rawRAS(l.Addr().String(), []string{"HANGUP"}, 5*time.Second); err == nil {
+		t.Error("no error from a server that hung up")
 	}
 }
