@@ -62,7 +62,7 @@ func allFixtureExporter(t *testing.T) *Exporter {
 		"--collector.gpu.fixture=fixtures/gpu/dcgm-8gpu.json", "--collector.kubernetes.pod-resources-socket=" + sock,
 		"--collector.nccl.log-path=fixtures/nccl/*.log", "--collector.nccl.retention=0",
 		"--collector.nccl-inspector.dump-dir=" + insp, "--collector.nccl-inspector.retention=0",
-		"--collector.nccl-ras.address=" + newFakeRAS(t, true, "2.28.9-json-killed.txt", "").addr(),
+		"--collector.nccl-ras.address=" + newFakeRAS(t, true, "2.28.9-json-killed.txt", "").Addr(),
 	}); err != nil {
 		t.Fatal(err)
 	}

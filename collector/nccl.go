@@ -15,6 +15,7 @@ import (
 
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/nccl"
+	"github.com/fabric-exporter/fabric_exporter/internal/proc"
 )
 
 // The nccl collector reads NCCL's INFO logs (NCCL_DEBUG=INFO, usually one
@@ -74,8 +75,10 @@ type ncclCollector struct {
 	scrape uint64
 
 	netInfo, conns, devInfo, ifInfo, info, warnings, lastLog, envInfo, gdrOff *exposition.Family
-	initFail, commRanks, commNodes                                            *exposition.Family
-	linesS, unparsedS, trackedS, bytesS, evictedS, filesS, backlogS           *exposition.Series
+	initFail, commRanks, commNodes, causeFam                                  *exposition.Family
+
+	causes                                                          ncclCauses // the fallback cause (nccl_cause.go)
+	linesS, unparsedS, trackedS, bytesS, evictedS, filesS, backlogS *exposition.Series
 }
 
 // ncclSeries are the series of one process as of its generation gen.
@@ -83,6 +86,8 @@ type ncclSeries struct {
 	gen, scrape                      uint64
 	net, info, warn, last, initFail  *exposition.Series
 	ranks, nodes                     *exposition.Series
+	cause                            causeCache // the fallback cause of causeS (nccl_cause.go)
+	causeS                           *exposition.Series
 	conns, devices, ifaces, env, gdr []*exposition.Series
 }
 
@@ -171,6 +176,15 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 			"The largest node count of a communicator of the NCCL process, from \"comm 0x… rank 0 nRanks 16 nNodes 2 …\" (NCCL 2.20 and later); absent until such a line was read. 1: the process's communicators stay on one host.",
 			gauge, "host", "pid"),
 	}
+	c.causeFam = env.Families.NewFamily("fabric_nccl_fallback_cause_info",
+		"Why an NCCL process runs on sockets: one series per process whose network is Socket, that has NET/Socket connections, or whose init failed; cause lists, most specific first, every one that applies: no_verbs_devices_in_container (a process of this host whose root has no uverbs node of a rail device the host has), nccl_ib_disable, nccl_net_socket, nccl_ib_hca_matches_no_rail (from the log's \"set by environment\" lines, else the process's environment), ib_no_device_found, libibverbs_missing (from the log), socket_ifname_not_a_rail (its socket interfaces include no rail netdev), rail_down (every rail down or gone); unknown when none does.",
+		gauge, "host", "pid", "cause")
+	c.causes = ncclCauses{rails: o.Rails, sysfs: o.SysfsPath, procfs: procfs, open: proc.Open, openRoot: proc.OpenRoot,
+		now: time.Now, facts: map[*nccl.Process]*procFacts{},
+		readErr: func(path string, err error) {
+			env.ReadErrors.Inc()
+			env.Once.Debug("nccl-cause:"+path, "msg", "cannot read a process's root or environment for the NCCL fallback cause", "path", path, "err", err)
+		}}
 	c.linesS = env.Families.NewFamily("fabric_nccl_log_lines_total", "Lines read from NCCL log files.", counter).With()
 	c.unparsedS = env.Families.NewFamily("fabric_nccl_log_unparsed_lines_total",
 		"Lines read that are not NCCL log lines (application output, garbage, lines over 64 KiB).", counter).With()
@@ -201,16 +215,28 @@ func (c *ncclCollector) pollOnce(ctx context.Context) {
 	c.polled = true
 	c.mu.Unlock()
 	c.tracker.Expire()
+	c.causes.refresh(ctx, c.tracker)
 }
 
 func (c *ncclCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	if len(c.opts.LogPaths) == 0 {
 		return notConfigured("no --collector.nccl.log-path")
 	}
+	var cr causeRails // the rails, read for the first fallback process
+	crRead := false
 	c.tracker.View(func(procs []*nccl.Process, st nccl.Stats) {
 		c.scrape++
 		for _, p := range procs {
 			s := c.seriesOf(p)
+			if isFallback(p) {
+				if !crRead {
+					cr, crRead = c.causes.railsNow(ctx), true
+				}
+				if label, changed := c.causes.label(p, cr, &s.cause); changed || s.causeS == nil {
+					s.causeS = c.causeFam.With(p.Host, p.PID, label)
+				}
+				b.Add(s.causeS, 1)
+			}
 			if p.InitFailure != "" {
 				// No network, devices or interfaces, whatever the log said
 				// before the failure ("NET/IB : Using [RO]; OOB …").

@@ -1,111 +1,24 @@
 package collector
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/fakeras"
 )
 
 const rasFixtures = "../internal/ncclras/testdata"
 
-// fakeRAS is a RAS service on a loopback port that answers like NCCL:
-// json reports whether it knows SET FORMAT (2.28.7+); the answer files are
-// read at each STATUS, so a test can switch them; hang makes it silent.
-type fakeRAS struct {
-	ln       net.Listener
-	json     bool
-	mu       sync.Mutex
-	jsonFile string
-	textFile string
-	hang     atomic.Bool
-	wg       sync.WaitGroup
+// newFakeRAS serves the recorded answers of internal/ncclras/testdata.
+func newFakeRAS(t *testing.T, json bool, jsonFile, textFile string) *fakeras.Server {
+	return fakeras.Start(t, rasFixtures, json, jsonFile, textFile)
 }
-
-func newFakeRAS(t *testing.T, json bool, jsonFile, textFile string) *fakeRAS {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeRAS{ln: ln, json: json, jsonFile: jsonFile, textFile: textFile}
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			f.wg.Add(1)
-			go func() {
-				defer f.wg.Done()
-				defer c.Close()
-				f.serve(t, c)
-			}()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); f.wg.Wait() })
-	return f
-}
-
-func (f *fakeRAS) set(jsonFile, textFile string) {
-	f.mu.Lock()
-	f.jsonFile, f.textFile = jsonFile, textFile
-	f.mu.Unlock()
-}
-
-func (f *fakeRAS) serve(t *testing.T, c net.Conn) {
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	br := bufio.NewReader(c)
-	format := "text"
-	for {
-		l, err := br.ReadString('\n')
-		if err != nil {
-			return
-		}
-		if f.hang.Load() {
-			time.Sleep(2 * time.Second)
-			return
-		}
-		u := strings.ToUpper(strings.TrimSpace(l))
-		switch {
-		case strings.HasPrefix(u, "CLIENT PROTOCOL "):
-			c.Write([]byte("SERVER PROTOCOL 2\n"))
-		case strings.HasPrefix(u, "TIMEOUT "):
-			c.Write([]byte("OK\n"))
-		case f.json && u == "SET FORMAT JSON":
-			format = "json"
-			c.Write([]byte("OK\n"))
-		case u == "STATUS" || u == "VERBOSE STATUS":
-			f.mu.Lock()
-			name := f.textFile
-			if format == "json" {
-				name = f.jsonFile
-			}
-			f.mu.Unlock()
-			b, err := os.ReadFile(filepath.Join(rasFixtures, name))
-			if err != nil {
-				t.Error(err)
-			}
-			c.Write(b)
-			return
-		default:
-			c.Write([]byte("ERROR: Unknown command " + strings.TrimSpace(l) + "\n"))
-		}
-	}
-}
-
-func (f *fakeRAS) addr() string { return f.ln.Addr().String() }
 
 func newTestRAS(t *testing.T, o NCCLRASOptions, local ...string) *ncclRASCollector {
 	t.Helper()
@@ -131,9 +44,9 @@ func (c *ncclRASCollector) poll() { c.pollOnce(context.Background()) }
 
 func TestRASJSONHealthyAndKilled(t *testing.T) {
 	f := newFakeRAS(t, true, "2.28.9-json-healthy.txt", "")
-	c := newTestRAS(t, NCCLRASOptions{Addresses: []string{f.addr()}}, "127.0.0.1")
+	c := newTestRAS(t, NCCLRASOptions{Addresses: []string{f.Addr()}}, "127.0.0.1")
 	c.poll()
-	a := f.addr()
+	a := f.Addr()
 	rank := func(r, pid string) string {
 		return `{comm="0xf8e68da1f581fed5",host="127.0.0.1",pid="` + pid + `",rank="` + r + `"}`
 	}
@@ -178,7 +91,7 @@ fabric_nccl_ras_rank_init_state` + rank("1", "659") + ` 0
 
 	// 25 s after kill -9 of rank 1 (pid 659): rank 1 missing, rank 0's
 	// remote process error; rank 1 has no rank series any more.
-	f.set("2.28.9-json-killed.txt", "")
+	f.Set("2.28.9-json-killed.txt", "")
 	c.poll()
 	got := rasSamples(t, c)
 	for _, s := range []string{
@@ -228,11 +141,11 @@ func rasSamples(t *testing.T, c Collector) string {
 
 func TestRASTextBefore2287(t *testing.T) {
 	f := newFakeRAS(t, false, "", "2.25.1-text-constructed-killed.txt")
-	c := newTestRAS(t, NCCLRASOptions{Addresses: []string{f.addr()}}, "10.0.1.1")
+	c := newTestRAS(t, NCCLRASOptions{Addresses: []string{f.Addr()}}, "10.0.1.1")
 	c.poll()
 	got := rasSamples(t, c)
 	for _, s := range []string{
-		`fabric_nccl_ras_info{address="` + f.addr() + `",format="text",version="2.25.1"} 1`,
+		`fabric_nccl_ras_info{address="` + f.Addr() + `",format="text",version="2.25.1"} 1`,
 		`fabric_nccl_ras_communicator_ranks{comm="0x4c8f2a19b05d77e1"} 16`,
 		`fabric_nccl_ras_communicator_nodes{comm="0x4c8f2a19b05d77e1"} 2`,
 		`fabric_nccl_ras_communicator_missing_ranks{comm="0x4c8f2a19b05d77e1"} 1`,
@@ -301,7 +214,7 @@ func TestRASBounds(t *testing.T) {
 	g := newFakeRAS(t, true, "2.28.9-json-verbose-stopped.txt", "")
 	// Two answers, two communicators: max-communicators 1 keeps one,
 	// max-ranks 1 keeps one rank of this host.
-	c := newTestRAS(t, NCCLRASOptions{Addresses: []string{f.addr(), g.addr()}, MaxCommunicators: 1, MaxRanks: 1}, "127.0.0.1")
+	c := newTestRAS(t, NCCLRASOptions{Addresses: []string{f.Addr(), g.Addr()}, MaxCommunicators: 1, MaxRanks: 1}, "127.0.0.1")
 	c.poll()
 	got, err := inspectorScrape(t, c)
 	if err != nil {
@@ -315,7 +228,7 @@ func TestRASBounds(t *testing.T) {
 	}
 	// The same job answered at two addresses is reported once.
 	h := newFakeRAS(t, true, "2.28.9-json-healthy.txt", "")
-	c = newTestRAS(t, NCCLRASOptions{Addresses: []string{h.addr(), h.addr() + "," + f.addr()}}, "127.0.0.1")
+	c = newTestRAS(t, NCCLRASOptions{Addresses: []string{h.Addr(), h.Addr() + "," + f.Addr()}}, "127.0.0.1")
 	if len(c.opts.Addresses) != 2 {
 		t.Fatalf("addresses %v", c.opts.Addresses)
 	}
@@ -331,7 +244,7 @@ func TestRASBounds(t *testing.T) {
 func TestRASScrapeDoesNotWait(t *testing.T) {
 	f := newFakeRAS(t, true, "2.28.9-json-healthy.txt", "")
 	env, _ := testEnv()
-	col, err := newNCCLRASCollector(env, &Options{NCCLRAS: NCCLRASOptions{Addresses: []string{f.addr()}, Interval: time.Second, Timeout: 1500 * time.Millisecond}})
+	col, err := newNCCLRASCollector(env, &Options{NCCLRAS: NCCLRASOptions{Addresses: []string{f.Addr()}, Interval: time.Second, Timeout: 1500 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +253,7 @@ func TestRASScrapeDoesNotWait(t *testing.T) {
 	if got := rasSamples(t, c); !strings.Contains(got, "fabric_nccl_ras_up{") {
 		t.Fatalf("first scrape:\n%s", got)
 	}
-	f.hang.Store(true)
+	f.Hang.Store(true)
 	time.Sleep(1200 * time.Millisecond) // the next query is hanging now
 	start := time.Now()
 	got := rasSamples(t, c)

@@ -32,9 +32,11 @@ import (
 // process_select.go the selection (command line, GPU PIDs, the cap);
 // process_numa.go NUMA memory and allowed nodes; process_devices.go the
 // visibility of the rails' RDMA devices, process_fds.go the fds open on
-// them; process_container.go the container labels (docker.go the Docker
+// them; process_rdma.go the kernel's evidence of RDMA use (verbs fds of
+// any device, queue pairs over RDMA netlink, the PID namespace); process_container.go the container labels (docker.go the Docker
 // names); process_env.go the NCCL variables; process_required.go which
-// rail devices a process needs (from them and the launcher's sizes).
+// rail devices a process needs (from them and the launcher's sizes);
+// process_cause.go why it would fall back to sockets (fallback_cause.go).
 
 // DefaultProcessCmdline matches SGLang servers: `python -m
 // sglang.launch_server`, `sglang serve`, and the processes SGLang renames
@@ -61,7 +63,7 @@ func processFlags(app *kingpin.Application, o *Options) {
 	app.Flag("collector.process.cmdline", "Regexp (unanchored) matched against each process's command line, arguments joined by spaces, to select serving processes; processes the gpu collector sees on a GPU are selected too. Empty: GPU processes only. The exporter's own process is never selected. The default matches SGLang servers.").
 		Default(DefaultProcessCmdline).StringVar(&o.Process.Cmdline)
 	app.Flag("collector.process.max", "Most processes the process collector reports (GPU processes first, then by PID).").Default("64").IntVar(&o.Process.Max)
-	app.Flag("collector.process.numa-maps-interval", "Minimum time between two reads of a process's /proc/PID/numa_maps (the kernel walks the page tables of the whole process under its mmap lock to write it) and of its /dev/infiniband and open verbs fds (/proc/PID/fd); the last values are reported in between. 0: every scrape.").
+	app.Flag("collector.process.numa-maps-interval", "Minimum time between two reads of a process's /proc/PID/numa_maps (the kernel walks the page tables of the whole process under its mmap lock to write it) and of its /dev/infiniband and open verbs fds (/proc/PID/fd), and between two RDMA netlink queue-pair listings; the last values are reported in between. 0: every scrape.").
 		Default("60s").DurationVar(&o.Process.NumaMapsInterval)
 	app.Flag("collector.process.docker-host", "Docker Engine API address (e.g. unix:///var/run/docker.sock) to add each Docker (or Podman) container's name to fabric_process_container_info as container_name; looked up in the background and cached per container ID, never during a scrape. Empty: off.").
 		Default("").StringVar(&o.Process.DockerHost)
@@ -75,6 +77,7 @@ type processCollector struct {
 	selection // which processes (process_select.go)
 	hostNodes // the host's NUMA nodes (process_numa.go)
 	railVerbs // the rails' uverbs nodes, root lookups (process_devices.go)
+	rdmaQPs   // RDMA netlink queue pairs (process_rdma.go)
 
 	env      Env
 	procfs   string
@@ -95,8 +98,9 @@ type processCollector struct {
 	procs map[int]*procState
 	nm    proc.NumaMaps
 
-	devs    []railDev // the rail devices of this scrape (process_devices.go)
-	visDevs []string  // those with a verbs node
+	devs      []railDev // the rail devices of this scrape (process_devices.go)
+	visDevs   []string  // those with a verbs node
+	railCause railCause // what the fallback causes need of the rails (process_cause.go)
 
 	statBuf   [sysfs.MaxAttrSize]byte
 	statusBuf [16 << 10]byte
@@ -111,8 +115,8 @@ type processCollector struct {
 	errCount  map[string]*exposition.Counter
 	errSeries map[string]*exposition.Series
 
-	selected, candidates                                                                                     *exposition.Series
-	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, reqFam, verbsOpen, container *exposition.Family
+	selected, candidates                                                                                               *exposition.Series
+	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, reqFam, verbsOpen, container, causeFam *exposition.Family
 }
 
 // procState is what the collector keeps of a selected process.
@@ -140,6 +144,8 @@ type procState struct {
 	vis     []procVis
 	visDevs []string  // the devices vis was checked for
 	fds     []procFDs // open fds on the verbs nodes, read with vis (process_fds.go)
+	rdma    procRDMA  // verbs fds of any device, queue pairs, PID namespace (process_rdma.go)
+	cause   procCause // the socket fallback's causes (process_cause.go)
 
 	cgAt     time.Time
 	cont     proc.Container
@@ -206,7 +212,11 @@ func newProcessCollector(env Env, o *Options) (Collector, error) {
 		verbsOpen: env.Families.NewFamily("fabric_process_rdma_verbs_open",
 			"Open file descriptors of the process on the verbs node (/dev/infiniband/uverbsN, one per ibv_open_device) of a rail's RDMA device the host has now: evidence that it uses the device. Read from /proc/PID/fd with the visibility check (every --collector.process.numa-maps-interval), at most 4096 fds per process: a lower bound beyond. Absent when /proc/PID/fd cannot be read (counted in fabric_process_read_errors_total{file=\"fd\"}).",
 			g, "pid", "comm", "device"),
+		causeFam: env.Families.NewFamily("fabric_process_rdma_fallback_cause_info",
+			"Why the process would fall back to socket transport, as far as /proc and sysfs say, for pages without an NCCL log: cause lists those that apply, comma-separated in this order (the causes and order of fabric_nccl_fallback_cause_info): no_verbs_devices_in_container (no verbs node of a rail device the host has in its root), nccl_ib_disable (NCCL_IB_DISABLE non-zero), nccl_net_socket (NCCL_NET=Socket), nccl_ib_hca_matches_no_rail (NCCL_IB_HCA selects no rail device), socket_ifname_not_a_rail (NCCL_SOCKET_IFNAME selects no rail netdev), rail_down (every rail down or its device gone). Computed with the visibility check (every --collector.process.numa-maps-interval). Absent when no cause applies.",
+			g, "pid", "comm", "cause"),
 	}
+	c.rdmaQPs = newRDMAQPs(env)
 	// The selection matches command lines with a method of c: bound once
 	// here, not on every scrape.
 	c.selection = newSelection(re, c.matchCmdline, p.Max, gpuPIDs(env.GPUs))
@@ -254,10 +264,12 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 	var devices []string // rail devices with a verbs node on the host now
 	if len(c.sel) > 0 {
 		c.refreshNodes(c.sysfs, now)
+		c.refreshQPs(ctx, now)
 		if len(devs) > 0 {
 			c.refreshVerbs(devs, now)
 			devices = c.visibleDevices(devs)
 		}
+		c.refreshRailCause(ctx, now)
 	}
 	reported := 0
 	for _, s := range c.sel {
@@ -279,6 +291,9 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 	b.Add(c.candidates, float64(candidates))
 	for _, f := range procFiles {
 		b.Add(c.errSeries[f], c.errCount[f].Value())
+	}
+	if c.qpTried {
+		b.Add(c.qpAvail, b2f(c.qpOK))
 	}
 	return nil
 }
@@ -358,6 +373,7 @@ func (c *processCollector) collectProcess(sel procSel, now time.Time, devs []rai
 			b.Add(st.ctxInv, float64(s.NonvolCtx))
 		}
 		c.addAllowed(st, s, b)
+		c.addHostNS(st, s, b)
 	}
 
 	if st.numaAt.IsZero() || now.Sub(st.numaAt) >= c.interval {
@@ -388,18 +404,26 @@ func (c *processCollector) collectProcess(sel procSel, now time.Time, devs []rai
 		b.Add(st.contInfo, 1)
 	}
 
-	if len(devices) > 0 && (st.visAt.IsZero() || now.Sub(st.visAt) >= c.interval || !slices.Equal(devices, st.visDevs)) {
-		c.checkVisibility(st, devices)
-		c.countVerbsFDs(st, devices)
+	visChecked := st.visAt.IsZero() || now.Sub(st.visAt) >= c.interval || !slices.Equal(devices, st.visDevs)
+	if visChecked {
+		if len(devices) > 0 {
+			c.checkVisibility(st, devices)
+		} else {
+			st.vis, st.visDevs = st.vis[:0], st.visDevs[:0]
+		}
+		c.countVerbsFDs(st, devices) // also every device's (process_rdma.go)
 		st.visAt = now
-	} else if len(devices) == 0 {
-		st.vis, st.visDevs, st.fds = st.vis[:0], st.visDevs[:0], st.fds[:0]
 	}
 	for _, v := range st.vis {
 		b.Add(v.s, b2f(v.ok))
 	}
 	for _, f := range st.fds {
 		b.Add(f.s, float64(f.n))
+	}
+	c.addRDMA(st, b)
+	c.fallbackCause(st, now, visChecked)
+	if st.cause.s != nil {
+		b.Add(st.cause.s, 1)
 	}
 	return true
 }
@@ -431,11 +455,16 @@ func (c *processCollector) bind(st *procState) {
 	if st.inCont {
 		st.contInfo = c.containerSeries(st)
 	}
+	st.bindRDMA()
+	c.bindCause(st)
 }
 
 // Close stops the Docker name lookups.
 func (c *processCollector) Close() {
 	if c.docker != nil {
 		c.docker.Close()
+	}
+	if cl, ok := c.qpSrc.(interface{ Close() error }); ok {
+		cl.Close()
 	}
 }

@@ -48,6 +48,7 @@ type railDev struct {
 type procVis struct {
 	device, node string
 	ok           bool
+	failed       bool // the lookup failed: no verdict
 	s            *exposition.Series
 }
 
@@ -112,17 +113,20 @@ func (c *processCollector) refreshVerbs(devs []railDev, now time.Time) {
 	}
 }
 
-// readVerbs maps RDMA devices to their uverbs character devices
-// (class/infiniband_verbs/uverbsN/ibdev).
-func (c *processCollector) readVerbs() map[string]string {
+// readVerbs maps RDMA devices to their uverbs character devices.
+func (c *processCollector) readVerbs() map[string]string { return readVerbsNodes(c.sysfs) }
+
+// readVerbsNodes maps RDMA devices to their uverbs character devices
+// (class/infiniband_verbs/uverbsN/ibdev under the sysfs root).
+func readVerbsNodes(sysfsRoot string) map[string]string {
 	m := map[string]string{}
-	dir := filepath.Join(c.sysfs, "class", "infiniband_verbs")
+	dir := filepath.Join(sysfsRoot, "class", "infiniband_verbs")
 	names, _ := sysfs.ListDir(dir, false)
 	for _, n := range names {
 		if !strings.HasPrefix(n, "uverbs") {
 			continue
 		}
-		if dev := sysfs.ReadSmall(c.sysfs, filepath.Join(dir, n, "ibdev")); dev != "" {
+		if dev := sysfs.ReadSmall(sysfsRoot, filepath.Join(dir, n, "ibdev")); dev != "" {
 			m[dev] = n
 		}
 	}
@@ -148,7 +152,7 @@ func (c *processCollector) checkVisibility(st *procState, devices []string) {
 			if err != nil {
 				c.readError(procFileRoot, root, err)
 			}
-			v := procVis{device: dev, node: node, ok: ok}
+			v := procVis{device: dev, node: node, ok: ok, failed: err != nil}
 			if i := len(st.vis); i < len(old) && old[i].device == dev && old[i].node == node {
 				v.s = old[i].s
 			} else {

@@ -27,39 +27,11 @@ type envVar struct {
 // buffer is wiped after use: the rest of the environment is never kept.
 func (c *processCollector) readEnviron(st *procState) {
 	path := st.dir + "/environ"
-	f, err := c.open(path)
+	buf, err := readEnvironInto(c.open, path, c.envBuf)
+	defer func() { c.envBuf = wipeEnviron(buf) }()
 	if err != nil {
 		c.readError("environ", path, err)
 		return
-	}
-	defer f.Close()
-	if c.envBuf == nil {
-		c.envBuf = make([]byte, 0, 16<<10)
-	}
-	buf := c.envBuf[:0]
-	defer func() {
-		clear(buf[:cap(buf)])
-		if cap(buf) > envKeep {
-			buf = nil
-		}
-		c.envBuf = buf[:0]
-	}()
-	for len(buf) < maxEnviron {
-		if len(buf) == cap(buf) { // grow, wiping the old array
-			nb := make([]byte, len(buf), 2*cap(buf))
-			copy(nb, buf)
-			clear(buf)
-			buf = nb
-		}
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		if err != nil {
-			c.readError("environ", path, &os.PathError{Op: "read", Path: path, Err: err})
-			return
-		}
-		if n == 0 {
-			break
-		}
-		buf = buf[:len(buf)+n]
 	}
 	st.envVars = st.envVars[:0]
 	proc.NCCLEnv(buf, func(name string, value []byte) {
@@ -69,4 +41,47 @@ func (c *processCollector) readEnviron(st *procState) {
 	// The launcher's sizes give a verdict only; their values are not kept.
 	st.need = needFromEnv(st.envVars, proc.MultiNode(buf))
 	st.envDone = true
+}
+
+// readEnvironInto reads an environment block (/proc/PID/environ, at most
+// maxEnviron bytes) into buf's array, growing it and wiping every array it
+// leaves behind. The caller hands the result, also on error, to
+// wipeEnviron.
+func readEnvironInto(open func(string) (proc.File, error), path string, buf []byte) ([]byte, error) {
+	if buf == nil {
+		buf = make([]byte, 0, 16<<10)
+	}
+	buf = buf[:0]
+	f, err := open(path)
+	if err != nil {
+		return buf, err
+	}
+	defer f.Close()
+	for len(buf) < maxEnviron {
+		if len(buf) == cap(buf) { // grow, wiping the old array
+			nb := make([]byte, len(buf), 2*cap(buf))
+			copy(nb, buf)
+			clear(buf)
+			buf = nb
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		if err != nil {
+			return buf, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		buf = buf[:len(buf)+n]
+	}
+	return buf, nil
+}
+
+// wipeEnviron clears an environment buffer and returns it for reuse (nil
+// when it grew beyond envKeep).
+func wipeEnviron(buf []byte) []byte {
+	clear(buf[:cap(buf)])
+	if cap(buf) > envKeep {
+		return nil
+	}
+	return buf[:0]
 }

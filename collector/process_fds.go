@@ -29,8 +29,23 @@ type procFDs struct {
 	s      *exposition.Series
 }
 
+// isUverbs reports whether a node under /dev/infiniband is a verbs node,
+// uverbsN.
+func isUverbs(node []byte) bool {
+	n, ok := bytes.CutPrefix(node, []byte("uverbs"))
+	if !ok || len(n) == 0 {
+		return false
+	}
+	for _, ch := range n {
+		if ch < '0' || ch > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // countVerbsFDs counts a process's fds on the verbs node of each device
-// (devices have one). An fd directory that cannot be read leaves the
+// (devices have one), and on any verbs node (st.rdma, process_rdma.go). An fd directory that cannot be read leaves the
 // process without the series; an fd closed between the listing and its
 // readlink is not counted.
 func (c *processCollector) countVerbsFDs(st *procState, devices []string) {
@@ -45,6 +60,8 @@ func (c *processCollector) countVerbsFDs(st *procState, devices []string) {
 			}
 		}
 	})
+	st.rdma.fdOK = err == nil
+	st.rdma.verbsFDs = 0
 	if err != nil {
 		c.readError(procFileFD, dir, err)
 		return
@@ -64,6 +81,9 @@ func (c *processCollector) countVerbsFDs(st *procState, devices []string) {
 		node, ok := bytes.CutPrefix(c.linkBuf[:n], []byte(verbsDir))
 		if !ok || !bytes.HasPrefix(node, []byte("uverbs")) {
 			continue
+		}
+		if isUverbs(node) {
+			st.rdma.verbsFDs++
 		}
 		for i, dev := range devices {
 			if string(node) == c.verbs[dev] {

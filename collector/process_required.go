@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
@@ -38,15 +37,13 @@ func needFromEnv(vars []envVar, multi bool) rdmaNeed {
 	for _, v := range vars {
 		switch v.name {
 		case "NCCL_IB_DISABLE":
-			// NCCL's integer parameters: strtoll base 0; a value that is not
-			// a number is ignored (the default, 0).
-			if i, err := strconv.ParseInt(strings.TrimLeft(v.value, " \t"), 0, 64); err == nil && i != 0 {
+			if ibDisabled(v.value) { // the cause nccl_ib_disable (fallback_cause.go)
 				n.off = true
 			}
 		case "NCCL_NET":
 			// NCCL compares NCCL_NET with its networks' names ignoring case.
 			switch {
-			case strings.EqualFold(v.value, "Socket"):
+			case netSocket(v.value):
 				n.off = true
 			case strings.EqualFold(v.value, "IB"):
 				n.netIB = true

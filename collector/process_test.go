@@ -170,6 +170,9 @@ fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_0",pid="
 fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_3",pid="4310",reason="nccl_ib_hca"} 1
 fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_0",pid="4311",reason="nccl_ib_hca"} 1
 fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_3",pid="4311",reason="nccl_ib_hca"} 1
+# HELP fabric_process_rdma_fallback_cause_info Why the process would fall back to socket transport, as far as /proc and sysfs say, for pages without an NCCL log: cause lists those that apply, comma-separated in this order (the causes and order of fabric_nccl_fallback_cause_info): no_verbs_devices_in_container (no verbs node of a rail device the host has in its root), nccl_ib_disable (NCCL_IB_DISABLE non-zero), nccl_net_socket (NCCL_NET=Socket), nccl_ib_hca_matches_no_rail (NCCL_IB_HCA selects no rail device), socket_ifname_not_a_rail (NCCL_SOCKET_IFNAME selects no rail netdev), rail_down (every rail down or its device gone). Computed with the visibility check (every --collector.process.numa-maps-interval). Absent when no cause applies.
+# TYPE fabric_process_rdma_fallback_cause_info gauge
+fabric_process_rdma_fallback_cause_info{cause="no_verbs_devices_in_container,socket_ifname_not_a_rail",comm="sglang::schedul",pid="4310"} 1
 # HELP fabric_process_rdma_verbs_open Open file descriptors of the process on the verbs node (/dev/infiniband/uverbsN, one per ibv_open_device) of a rail's RDMA device the host has now: evidence that it uses the device. Read from /proc/PID/fd with the visibility check (every --collector.process.numa-maps-interval), at most 4096 fds per process: a lower bound beyond. Absent when /proc/PID/fd cannot be read (counted in fabric_process_read_errors_total{file="fd"}).
 # TYPE fabric_process_rdma_verbs_open gauge
 fabric_process_rdma_verbs_open{comm="python3",device="mlx5_0",pid="4242"} 2
@@ -188,6 +191,19 @@ fabric_process_read_errors_total{file="numa_maps"} 0
 fabric_process_read_errors_total{file="root"} 0
 fabric_process_read_errors_total{file="stat"} 0
 fabric_process_read_errors_total{file="status"} 0
+# HELP fabric_process_host_pid_namespace 1 if the process lives in the PID namespace of --path.procfs (the NSpid line of /proc/PID/status has one PID), 0 if in a nested one (a container with its own PID namespace: the PID the process knows itself by, e.g. the one NCCL's RAS service reports, is not the pid label). Absent on kernels without NSpid (before 4.1).
+# TYPE fabric_process_host_pid_namespace gauge
+fabric_process_host_pid_namespace{comm="python3",pid="4242"} 0
+fabric_process_host_pid_namespace{comm="sglang::schedul",pid="4310"} 1
+fabric_process_host_pid_namespace{comm="sglang::schedul",pid="4311"} 1
+# HELP fabric_process_rdma_netlink_available 1 if the last RDMA netlink queue-pair listing succeeded and its PIDs are those of --path.procfs, else 0 (no RDMA netlink or device, refused, or the exporter not in the PID namespace of --path.procfs; the reason is logged once): fabric_process_rdma_queue_pairs is absent then. Absent before the process collector selected a process.
+# TYPE fabric_process_rdma_netlink_available gauge
+fabric_process_rdma_netlink_available 0
+# HELP fabric_process_rdma_verbs_fds Open file descriptors of the process on any verbs node /dev/infiniband/uverbsN (every RDMA device, rail or not; 0 when none): a process that uses an HCA through verbs holds one per device context. Read from /proc/PID/fd with fabric_process_rdma_verbs_open (every --collector.process.numa-maps-interval, at most 4096 fds per process); absent when /proc/PID/fd cannot be read.
+# TYPE fabric_process_rdma_verbs_fds gauge
+fabric_process_rdma_verbs_fds{comm="python3",pid="4242"} 3
+fabric_process_rdma_verbs_fds{comm="sglang::schedul",pid="4310"} 0
+fabric_process_rdma_verbs_fds{comm="sglang::schedul",pid="4311"} 1
 `
 
 func TestProcessFixture(t *testing.T) {

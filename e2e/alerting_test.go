@@ -23,6 +23,7 @@ import (
 	"github.com/fabric-exporter/fabric_exporter/alerts"
 	"github.com/fabric-exporter/fabric_exporter/dashboards"
 	"github.com/fabric-exporter/fabric_exporter/internal/fakekubelet"
+	"github.com/fabric-exporter/fabric_exporter/internal/fakeras"
 	"github.com/fabric-exporter/fabric_exporter/internal/fixturetree"
 	"github.com/fabric-exporter/fabric_exporter/internal/promapi"
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
@@ -73,11 +74,12 @@ func writeInPlace(path, content string) error {
 // exporter reading it.
 type node struct {
 	name, addr, sys, eth string
-	listen               string       // the exporter's address (addr, unless a scrape proxy stands before it)
-	proxy                *scrapeProxy // the healthy node: Prometheus scrapes it through a proxy that can fail scrapes
+	listen               string              // the exporter's address (addr, unless a scrape proxy stands before it)
+	proxy                *scrapeProxy        // the healthy node: Prometheus scrapes it through a proxy that can fail scrapes
 	proc, logs           string              // fixture /proc (placement node), NCCL log directory (nccl node)
 	inspector            string              // NCCL Inspector dump directory (nccl node)
 	kubelet              *fakekubelet.Server // the kubelet's pod-resources API (placement and healthy nodes)
+	ras                  *fakeras.Server     // NCCL's RAS service (nccl node): recorded answers of the lent H200
 	args                 []string
 	cmd                  *exec.Cmd
 	mu                   sync.Mutex
@@ -273,6 +275,11 @@ func TestAlertingEndToEnd(t *testing.T) {
 				}
 			}
 			args = append(args, "--collector.nccl-inspector.dump-dir="+n.inspector, "--collector.nccl-inspector.poll-interval=250ms")
+			// NCCL's RAS service: two healthy ranks, then (a fault) rank 1
+			// killed with SIGKILL 25 s before the answer (recorded on the
+			// lent H200, NCCL 2.28.9, JSON).
+			n.ras = fakeras.Start(t, filepath.Join(repo, "internal/ncclras/testdata"), true, "2.28.9-json-healthy.txt", "")
+			args = append(args, "--collector.nccl-ras.address="+n.ras.Addr(), "--collector.nccl-ras.interval=1s")
 		default:
 			args = append(args, "--collector.gpu.fixture="+gpuFixture)
 		}
@@ -393,6 +400,11 @@ func TestAlertingEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// FabricExporterDown waits 2m in production, far longer than an
+	// exporter restart; at lab speed (for: 3s) a restart on a loaded
+	// machine (the healthy node's, below) would look like an outage. Keep
+	// the ratio: 15s.
+	rules = exporterDownFor(t, rules, cfg.For.Medium, "15s")
 	rulesPath := filepath.Join(tmp, "rules.yml")
 	os.WriteFile(rulesPath, rules, 0o644)
 	var targets []string
@@ -482,6 +494,7 @@ scrape_configs:
 	nccl := nodes["nccl"]
 	writeNCCL(t, filepath.Join(nccl.logs, "node7.5555.log"), ncclSocket)
 	setFault("nccl", true)
+	nccl.ras.Set("2.28.9-json-killed.txt", "") // a rank dies
 	// A rail device vanishes while its exporter runs, and another one while
 	// its exporter is down: the restarted exporter never saw it.
 	vanish, restart := nodes["vanish"], nodes["restart"]
@@ -513,6 +526,17 @@ scrape_configs:
 		{"RailLinkDown", "restart", "pager", map[string]string{"severity": "page", "rail": "mlx5_3", "device": "mlx5_3", "port": "1", "job": job}},
 	}
 	waitAlerts(t, hook, nodes, "firing", expect)
+	// The dead rank pages through NCCL's RAS service, once per rank (the
+	// RAS alerts aggregate without instance: every host of the job reports
+	// the same communicator), and its survivor's asynchronous error too.
+	rankMissing := map[string]string{"alertname": "NCCLRankMissing", "comm": "0xf8e68da1f581fed5", "rank": "1", "pid": "659", "severity": "page"}
+	asyncError := map[string]string{"alertname": "NCCLAsyncError", "comm": "0xf8e68da1f581fed5", "rank": "0", "pid": "658", "severity": "page"}
+	for _, want := range []map[string]string{rankMissing, asyncError} {
+		waitFor(t, 90*time.Second, want["alertname"]+" paged", func() bool {
+			ev, ok := hook.find("firing", want)
+			return ok && ev.receiver == "pager"
+		})
+	}
 	// The PFC storm (pause-storm events and priority 3 paused half the time
 	// on eth3) is one alert, named by its rail, listing the paused priority.
 	for _, ev := range hook.all() {
@@ -567,6 +591,7 @@ scrape_configs:
 	setFault("retrans", false)
 	setFault("linkdown", false)
 	setFault("nccl", false)
+	nccl.ras.Set("2.28.9-json-healthy.txt", "") // the job restarted
 	fixPlacement(t, nodes["placement"].proc)
 	nodes["placement"].kubelet.Set(fakekubelet.NodePods(true))
 	for _, d := range []struct {
@@ -588,6 +613,12 @@ scrape_configs:
 	}
 	expect = append(expect, expectation{"FabricExporterDown", "restart", "team-chat", map[string]string{"severity": "warning", "job": job}})
 	waitAlerts(t, hook, nodes, "resolved", append(expect, placementAlerts...))
+	for _, want := range []map[string]string{rankMissing, asyncError} {
+		waitFor(t, 60*time.Second, want["alertname"]+" resolved", func() bool {
+			_, ok := hook.find("resolved", want)
+			return ok
+		})
+	}
 
 	delivered := append(append([]expectation(nil), expect...), placementAlerts...)
 	for _, ev := range hook.all() {
@@ -609,6 +640,9 @@ scrape_configs:
 		// its node looks unbalanced for a few seconds: longer than the test's
 		// 5 s `for` (10 m in the shipped rules).
 		if n := byAddr[ev.labels["instance"]]; ev.labels["alertname"] == "RailImbalance" && (n == "vanish" || n == "restart") {
+			known = true
+		}
+		if a := ev.labels["alertname"]; (a == "NCCLRankMissing" || a == "NCCLAsyncError") && ev.labels["comm"] == "0xf8e68da1f581fed5" {
 			known = true
 		}
 		if !known {

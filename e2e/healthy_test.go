@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -108,7 +109,7 @@ func aroundHistoryEvaluation(t *testing.T, prom *promClient, instance, what stri
 			t.Logf("%s: the vanished-rails record listed %d rails of the healthy node (try %d); RailLinkDown stayed silent", what, n, try)
 			return
 		}
-		if try == 3 {
+		if try == 5 {
 			t.Fatalf("%s: the failure never hit a rail-history evaluation in %d tries: the test did not exercise the case", what, try)
 		}
 		t.Logf("%s: try %d missed the rail-history evaluation; again", what, try)
@@ -173,4 +174,20 @@ func addUncabledPort(t *testing.T, sys, srcDevice, device, netdev string) {
 			t.Fatal(fmt.Errorf("uncabled port: %w", err))
 		}
 	}
+}
+
+// exporterDownFor sets the for: of FabricExporterDown in rendered rules.
+func exporterDownFor(t *testing.T, rules []byte, old, new string) []byte {
+	t.Helper()
+	i := bytes.Index(rules, []byte("- alert: FabricExporterDown\n"))
+	if i < 0 {
+		t.Fatal("no FabricExporterDown in the rules")
+	}
+	j := bytes.Index(rules[i:], []byte("for: "+old+"\n"))
+	if j < 0 || bytes.Contains(rules[i+1:i+j], []byte("- alert:")) {
+		t.Fatalf("FabricExporterDown has no for: %s", old)
+	}
+	out := append([]byte(nil), rules[:i+j]...)
+	out = append(out, "for: "+new+"\n"...)
+	return append(out, rules[i+j+len("for: "+old+"\n"):]...)
 }

@@ -31,6 +31,7 @@ const (
 	fixtureGPU       = "../../collector/fixtures/gpu/dcgm-8gpu.json"
 	fixtureProc      = "../../collector/fixtures/proc"
 	fixtureLog       = "../../collector/fixtures/nccl"
+	fixtureCauseLog  = "../../collector/fixtures/nccl-cause"
 	fixturePhy       = "../../collector/fixtures/phy"
 	fixtureInspector = "../../collector/fixtures/nccl-inspector"
 )
@@ -148,6 +149,20 @@ func stable(metrics string) string {
 // rewrites it. promtool (Debian's prometheus package) lints the scrape.
 func TestEndToEnd(t *testing.T) {
 	logDir := ncclLogDir(t)
+	// A process of this node (host fixture-node0, PID 4310 of the fixture
+	// /proc): its fallback cause looks into its container.
+	causeLog, err := os.ReadFile(filepath.Join(fixtureCauseLog, "fixture-node0.4310.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	causeDst := filepath.Join(logDir, "fixture-node0.4310.log")
+	if err := os.WriteFile(causeDst, causeLog, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mtime := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := os.Chtimes(causeDst, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
 	// The kubelet's pod-resources API, served by a real gRPC server with the
 	// fixture node's pods (internal/fakekubelet).
 	sock := filepath.Join(shortTempDir(t), "kubelet.sock")
@@ -156,7 +171,7 @@ func TestEndToEnd(t *testing.T) {
 	addr, logs := startExporterWith(t, ncclAndInspectorRead,
 		"--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--collector.pfc.ethtool-fixtures="+fixtureEth,
 		"--collector.gpu.fixture="+fixtureGPU, "--collector.phy.fixtures="+fixturePhy, "--collector.kubernetes.pod-resources-socket="+sock,
-		"--collector.nccl.log-path="+filepath.Join(logDir, "*.log"), "--collector.nccl.retention=0",
+		"--collector.nccl.log-path="+filepath.Join(logDir, "*.log"), "--collector.nccl.retention=0", "--collector.nccl.hostname=fixture-node0",
 		"--collector.nccl-inspector.dump-dir="+inspDir, "--collector.nccl-inspector.retention=0")
 	// fabric_scrape_read_errors_total counts the fixture's unreadable files
 	// again at every scrape, and the readiness probe scrapes as often as the

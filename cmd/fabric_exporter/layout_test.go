@@ -26,6 +26,7 @@ var layers = map[string][]string{
 	"internal/ncclras":        nil,
 	"internal/optics":         nil,
 	"internal/ethtoolnl":      nil,
+	"internal/rdmanl":         nil,
 	"internal/gpu":            nil,
 	"internal/gpu/nvidia":     {"internal/gpu"},
 	"internal/selfmetrics":    {"internal/exposition", "internal/sysfs"},
@@ -33,8 +34,9 @@ var layers = map[string][]string{
 	"internal/testenv":        {"internal/promapi"},
 	"internal/fixturetree":    nil,
 	"internal/fakekubelet":    nil,
+	"internal/fakeras":        nil,
 	"collector": {"internal/exposition", "internal/sysfs", "internal/proc", "internal/nccl", "internal/nccl/inspector",
-		"internal/ncclras", "internal/optics", "internal/ethtoolnl", "internal/gpu", "internal/gpu/nvidia"},
+		"internal/ncclras", "internal/optics", "internal/ethtoolnl", "internal/rdmanl", "internal/gpu", "internal/gpu/nvidia"},
 	"alerts":     nil,
 	"dashboards": {"alerts"},
 }

@@ -64,17 +64,18 @@ import "bytes"
 type eventKind uint8
 
 const (
-	evNone        eventKind = iota
-	evNet                   // the network: name, level
-	evConnection            // a channel connection: transport, gdr
-	evNetDevices            // "NET/IB : Using [0]mlx5_0:1/RoCE …": list
-	evSocketIfs             // "NET/Socket : Using [0]eth0:10.0.0.1<0> …": list
-	evVersion               // "NCCL version 2.19.3+cuda12.3": name = version
-	evEnv                   // "NCCL_X set by environment to V": name, value
-	evGDRDisabled           // "NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)": net, name, value
-	evNetNoDevice           // "NET/IB : No device found.": name = the net
-	evPluginNone            // "NET/Plugin : No plugin found …": no external net plugin is in use
-	evComm                  // "comm 0x… rank 10 nranks 16 …": ranks (and nodes when logged)
+	evNone            eventKind = iota
+	evNet                       // the network: name, level
+	evConnection                // a channel connection: transport, gdr
+	evNetDevices                // "NET/IB : Using [0]mlx5_0:1/RoCE …": list
+	evSocketIfs                 // "NET/Socket : Using [0]eth0:10.0.0.1<0> …": list
+	evVersion                   // "NCCL version 2.19.3+cuda12.3": name = version
+	evEnv                       // "NCCL_X set by environment to V": name, value
+	evGDRDisabled               // "NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)": net, name, value
+	evNetNoDevice               // "NET/IB : No device found.": name = the net
+	evPluginNone                // "NET/Plugin : No plugin found …": no external net plugin is in use
+	evComm                      // "comm 0x… rank 10 nranks 16 …": ranks (and nodes when logged)
+	evVerbsLibMissing           // "Failed to open libibverbs.so[.1]": NCCL could not load libibverbs
 )
 
 // Evidence says how sure a line is about the network a process uses; a
@@ -160,7 +161,16 @@ func classifyTo(msg []byte, ev *event) {
 			parseConnection(msg, ev)
 			return
 		}
+		if isVerbsLibMissing(msg) { // 2.30's "Count not open libibverbs.so.1"
+			ev.kind = evVerbsLibMissing
+			return
+		}
 		parseCommLine(msg, ev) // "CommRevokeAsync START comm …"
+	case 'F':
+		if isVerbsLibMissing(msg) {
+			ev.kind = evVerbsLibMissing
+			return
+		}
 	case 'c', 'n', '[':
 		parseCommLine(msg, ev) // comm.go
 	case 'R':
@@ -437,45 +447,4 @@ func splitVersion(v []byte) (version, cuda []byte) {
 		cuda = rest[len("cuda"):]
 	}
 	return version, cuda
-}
-
-// NCCL init failures. When NCCL finds no network at all, communicator init
-// fails; these WARN messages (format strings from NCCL's source) say so:
-//
-//	2.27+       plugin/net.cc  "Failed to initialize any NET plugin"
-//	2.12–2.26   net.cc         "Error: network %s not found."
-//	2.4+        net_socket.cc  "NET/Socket : no interface found" (the socket
-//	            transport is initialised only after every other net failed)
-//	2.4+        bootstrap.cc   "Bootstrap : no socket interface found"
-//
-// The init then unwinds with "file:line -> 5" INFO lines (ncclInvalidUsage).
-// Not failures: the INFO "Failed to initialize NET plugin IB" of 2.28 (NCCL
-// goes on to the next plugin), and "NET/IB : Using [RO]; OOB …" after
-// "NET/IB : No device found." (a device list without devices).
-var (
-	msgNoNetPlugin   = []byte("Failed to initialize any NET plugin")
-	msgNetworkPrefix = []byte("Error: network ")
-	msgNotFound      = []byte(" not found")
-	msgNoSocketIf    = []byte("NET/Socket : no interface found")
-	msgNoBootstrapIf = []byte("Bootstrap : no socket interface found")
-	msgInitComplete  = []byte(" - Init COMPLETE")
-)
-
-// isInitFailure reports whether a WARN message says that NCCL's init
-// found no usable network.
-func isInitFailure(msg []byte) bool {
-	switch {
-	case bytes.HasPrefix(msg, msgNoNetPlugin), bytes.HasPrefix(msg, msgNoSocketIf), bytes.HasPrefix(msg, msgNoBootstrapIf):
-		return true
-	case bytes.HasPrefix(msg, msgNetworkPrefix):
-		return bytes.Contains(msg[len(msgNetworkPrefix):], msgNotFound)
-	}
-	return false
-}
-
-// isInitComplete reports whether an INFO message is the line NCCL prints
-// when a communicator's init succeeded ("comm 0x… rank 0 nranks 2 … - Init
-// COMPLETE", every version since 2.4).
-func isInitComplete(msg []byte) bool {
-	return bytes.HasSuffix(msg, msgInitComplete)
 }

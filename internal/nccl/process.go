@@ -43,6 +43,11 @@ type Process struct {
 	// when none or when a later communicator completed its init. While it
 	// is set, the process's network, devices and interfaces mean nothing.
 	InitFailure string
+	// IBNoDevice: the log said "NET/IB : No device found."; VerbsLibMissing:
+	// NCCL could not load libibverbs ("Failed to open libibverbs.so[.1]",
+	// 2.30's "Count not open libibverbs.so.1"). Reasons of a socket
+	// fallback, kept for its cause (the collector's fallback cause).
+	IBNoDevice, VerbsLibMissing bool
 
 	pidNum  uint64
 	local   bool     // host is this machine and pid is numeric
@@ -65,7 +70,7 @@ type Process struct {
 	// What the init lines said, for the socket fallback (see
 	// EvidenceSocketFallback): a socket interface list was logged, IB
 	// found no device, NCCL_IB_DISABLE is set, no external plugin is used.
-	sockList, ibAbsent, ibDisabled, pluginNone bool
+	sockList, ibDisabled, pluginNone bool
 	// listsVoid: a socket list followed a device list, so device lists
 	// name no network for this process.
 	listsVoid bool
@@ -130,9 +135,14 @@ func (t *Tracker) apply(p *Process, ev *event) {
 		}
 	case evNetNoDevice:
 		if string(ev.name) == "IB" {
-			p.ibAbsent = true
+			if !p.IBNoDevice {
+				p.IBNoDevice = true
+				p.Gen++
+			}
 			t.socketFallback(p)
 		}
+	case evVerbsLibMissing:
+		p.setVerbsLibMissing()
 	case evPluginNone:
 		p.pluginNone = true
 		t.socketFallback(p)
@@ -160,7 +170,7 @@ func (t *Tracker) apply(p *Process, ev *event) {
 // list alone proves nothing: NCCL 2.4.2-2.4.7 logs it for every process,
 // before it picks IB.
 func (t *Tracker) socketFallback(p *Process) {
-	if p.sockList && (p.ibAbsent || p.ibDisabled && p.pluginNone) {
+	if p.sockList && (p.IBNoDevice || p.ibDisabled && p.pluginNone) {
 		t.setNet(p, socketNet, EvidenceSocketFallback)
 	}
 }
@@ -189,6 +199,20 @@ func (t *Tracker) clearNet(p *Process) {
 	p.Gen++
 	t.logEvidence(p)
 }
+
+// setVerbsLibMissing records that NCCL could not load libibverbs.
+func (p *Process) setVerbsLibMissing() {
+	if !p.VerbsLibMissing {
+		p.VerbsLibMissing = true
+		p.Gen++
+	}
+}
+
+// OnThisHost reports whether the process runs on this machine as far as
+// the Tracker's PID check knows: its host name is TrackerOptions.Hostname,
+// its PID is numeric, and no check found the PID gone (exited.go). Read it
+// inside View, like the fields.
+func (p *Process) OnThisHost() bool { return p.local && p.exitedAt == 0 }
 
 // setInitFailure records that the process's NCCL init found no network.
 func (p *Process) setInitFailure(msg []byte) {

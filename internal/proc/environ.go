@@ -127,11 +127,15 @@ type ibHCAEntry struct {
 }
 
 // ParseIBHCA parses an NCCL_IB_HCA value.
-func ParseIBHCA(v string) IBHCA {
+func ParseIBHCA(v string) IBHCA { return parseIfList(v, maxIBHCAEntries) }
+
+// parseIfList parses a list in NCCL's syntax, keeping at most max entries
+// (the size of the array NCCL parses into).
+func parseIfList(v string, max int) IBHCA {
 	var h IBHCA
 	v, h.exclude = strings.CutPrefix(v, "^")
 	v, h.exact = strings.CutPrefix(v, "=")
-	for v != "" && len(h.entries) < maxIBHCAEntries {
+	for v != "" && len(h.entries) < max {
 		var e string
 		e, v, _ = strings.Cut(v, ",")
 		name, port, hasPort := strings.Cut(e, ":")

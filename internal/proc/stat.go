@@ -84,6 +84,11 @@ type Status struct {
 	VolCtx, NonvolCtx        uint64
 	HasCtx                   bool
 	CpusAllowed, MemsAllowed []byte // cpulists; valid until the buffer is reused
+	// NSpidLevels is the number of PIDs on the NSpid line (Linux 4.1+): the
+	// process's PID in each PID namespace from that of the procfs mount
+	// down to its own. 1: it lives in the procfs's namespace; more: in a
+	// nested one (a container with its own PID namespace); 0: no NSpid line.
+	NSpidLevels int
 }
 
 // ParseStatus parses /proc/PID/status ("Key:\tvalue" lines).
@@ -115,6 +120,8 @@ func ParseStatus(b []byte) (Status, error) {
 			s.CpusAllowed = v
 		case "Mems_allowed_list":
 			s.MemsAllowed = v
+		case "NSpid":
+			s.NSpidLevels = countFields(v)
 		}
 	})
 	if err != nil {
@@ -125,6 +132,19 @@ func ParseStatus(b []byte) (Status, error) {
 		return s, fmt.Errorf("%w: status without Cpus_allowed_list or context switches", sysfs.ErrGarbage)
 	}
 	return s, nil
+}
+
+// countFields counts the blank-separated fields of b without allocating.
+func countFields(b []byte) int {
+	n, in := 0, false
+	for _, ch := range b {
+		blank := ch == ' ' || ch == '\t'
+		if !blank && !in {
+			n++
+		}
+		in = !blank
+	}
+	return n
 }
 
 // ParsePID parses a /proc entry name that is a PID.

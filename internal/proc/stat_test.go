@@ -30,13 +30,18 @@ func TestParseProcStatus(t *testing.T) {
 	raw, _ := os.ReadFile(fixtures + "/proc/4310/status")
 	s, err := ParseStatus(raw)
 	if err != nil || !s.HasRSS || s.VmRSS != 17807244*1024 || !s.HasCtx || s.VolCtx != 97002114 || s.NonvolCtx != 188314 ||
-		string(s.CpusAllowed) != "48-95,144-191" || string(s.MemsAllowed) != "1" {
+		string(s.CpusAllowed) != "48-95,144-191" || string(s.MemsAllowed) != "1" || s.NSpidLevels != 1 {
 		t.Errorf("%+v %v", s, err)
+	}
+	// The exporter in its own PID namespace: its PID there and in procfs's.
+	raw, _ = os.ReadFile(fixtures + "/proc/3907/status")
+	if s, err := ParseStatus(raw); err != nil || s.NSpidLevels != 2 {
+		t.Errorf("nested PID namespace: %+v %v", s, err)
 	}
 	// A kernel thread: no VmRSS.
 	s, err = ParseStatus([]byte("Name:\tkworker/0:1\nCpus_allowed_list:\t0\nvoluntary_ctxt_switches:\t5\nnonvoluntary_ctxt_switches:\t0\n"))
-	if err != nil || s.HasRSS || !s.HasCtx {
-		t.Errorf("kernel thread: %+v %v", s, err)
+	if err != nil || s.HasRSS || !s.HasCtx || s.NSpidLevels != 0 {
+		t.Errorf("kernel thread (no NSpid line): %+v %v", s, err)
 	}
 	if _, err := ParseStatus([]byte("VmRSS:\tlots kB\n")); err == nil {
 		t.Error("garbage VmRSS: no error")
