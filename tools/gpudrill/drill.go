@@ -45,8 +45,11 @@ type Config struct {
 	// first after the job ran healthy for RASHealthy; NoDebug the socket
 	// fallback without NCCL logs; RASParallel runs them at the same time,
 	// each in its own pair of namespaces.
+	// RASStagger delays kill trial i's kill by (i-1)×RASStagger more, so
+	// that parallel trials kill at different phases of the 15 s cycles.
 	RASTrials   int
 	RASHealthy  time.Duration
+	RASStagger  time.Duration
 	NoDebug     bool
 	RASParallel bool
 	Out         io.Writer `json:"-"` // the report (also written to WorkDir/report.txt)

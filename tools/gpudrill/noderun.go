@@ -113,6 +113,7 @@ func killTrial(cfg Config, t nodeTrial, res *Result, st *stack, comm ncclras.Com
 		// least until Prometheus had it.
 		time.Sleep(time.Until(ready.Add(t.Healthy)))
 	}
+	time.Sleep(t.Delay)
 	exporterCost(cfg, res, t.Name, st, cpu0, tSeen)
 	killAt := time.Now()
 	unexpected, expected := pagesBefore(st.hook.all(), killAt)
@@ -163,10 +164,12 @@ func nodebugTrial(cfg Config, t nodeTrial, res *Result, st *stack, comm ncclras.
 	detail := "no NCCLSocketFallback notification for pids " + fmt.Sprint(pids[:]) + " within " + cfg.PageTimeout.String()
 	if paged {
 		res.NodebugPage = n.at.Sub(ready)
-		detail = fmt.Sprintf("receiver %s, severity %s, evidence %q, pid %s; %.1f s after RAS reported the two-node communicator; summary %q",
-			n.receiver, n.labels["severity"], n.labels["evidence"], n.labels["pid"], res.NodebugPage.Seconds(), n.annotations["summary"])
+		detail = fmt.Sprintf("receiver %s, severity %s, evidence %q, cause %q, pid %s; %.1f s after RAS reported the two-node communicator; summary %q",
+			n.receiver, n.labels["severity"], n.labels["evidence"], n.labels["cause"], n.labels["pid"], res.NodebugPage.Seconds(), n.annotations["summary"])
 	}
-	res.check(t.Name+": NCCLSocketFallback paged without NCCL logs", paged && n.receiver == "pager" && n.labels["severity"] == "page" && n.labels["evidence"] == "kernel", "%s", detail)
+	res.check(t.Name+": NCCLSocketFallback paged without NCCL logs", paged && n.receiver == "pager" && n.labels["severity"] == "page" && n.labels["evidence"] == "kernel" && n.labels["pid"] == strconv.Itoa(pids[0]), "%s", detail)
+	unexpected, _ := pagesBefore(st.hook.all(), time.Now())
+	res.check(t.Name+": nothing else pages", len(unexpected) == 0, "%d other pages%s", len(unexpected), listNotes(unexpected))
 	logs := nclLines(filepath.Join(cfg.WorkDir, t.Name))
 	res.check(t.Name+": no NCCL log", logs == 0, "%d NCCL lines in the trial's directory (NCCL_DEBUG unset, no NCCL_DEBUG_FILE)", logs)
 	pr := fmt.Sprintf(`{pid=~"%d|%d"}`, pids[0], pids[1])
@@ -289,6 +292,9 @@ func exporterCost(cfg Config, res *Result, name string, st *stack, cpu0 float64,
 			if v, err := query(cfg.PrometheusPort, fmt.Sprintf("%s_over_time(%s[%ds])", f, q.expr, w)); err == nil && len(v) == 1 {
 				mm = append(mm, fmt.Sprintf("%.3f", v[0].Value*1e3))
 			}
+		}
+		if len(mm) == 0 {
+			mm = []string{"(none in the window)"}
 		}
 		parts = append(parts, fmt.Sprintf("%s min/avg/max %s ms", q.label, strings.Join(mm, "/")))
 	}

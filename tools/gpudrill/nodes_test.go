@@ -283,7 +283,7 @@ func TestNodeTrials(t *testing.T) {
 	wrapper := filepath.Join(tmp, "python")
 	os.WriteFile(wrapper, []byte("#!/bin/sh\nexec "+py+" "+fake+" \"$@\"\n"), 0o755)
 	cfg := Config{Repo: repo, Exporter: exporter, Prometheus: prom, Alertmanager: am, Python: wrapper, WorkDir: filepath.Join(tmp, "work"),
-		RASTrials: 2, RASHealthy: 3 * time.Second, RASParallel: true,
+		RASTrials: 2, RASHealthy: 3 * time.Second, RASStagger: time.Second, RASParallel: true, NoDebug: true,
 		ExporterPort: freePort(t), PrometheusPort: freePort(t), AlertmanagerPort: freePort(t), WebhookPort: freePort(t), TorchPort: freePort(t),
 		PageTimeout: 90 * time.Second, ScrapeInterval: "2s", EvalInterval: "2s"}
 	res, err := Run(cfg)
@@ -311,11 +311,15 @@ func TestNodeTrials(t *testing.T) {
 			all = append(all, k+": "+w)
 		}
 	}
+	for _, w := range []string{"RAS reports both ranks on two nodes", "the exporter reports the communicator on 2 nodes",
+		"NCCLSocketFallback paged without NCCL logs", "nothing else pages", "no NCCL log"} {
+		all = append(all, "nodebug: "+w)
+	}
 	if strings.Join(names, "\n") != strings.Join(all, "\n") {
 		t.Errorf("checks:\n%s\nwant:\n%s", strings.Join(names, "\n"), strings.Join(all, "\n"))
 	}
-	if len(res.KillToPage) != 2 {
-		t.Errorf("kill → page %v", res.KillToPage)
+	if len(res.KillToPage) != 2 || res.NodebugPage <= 0 {
+		t.Errorf("kill → page %v, nodebug page %v", res.KillToPage, res.NodebugPage)
 	}
 	// RAS's answers as written, healthy and after the kill.
 	for what, missing := range map[string]int{"healthy": 0, "killed": 1} {

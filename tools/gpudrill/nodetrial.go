@@ -41,7 +41,8 @@ const rasPort = "28028"
 type nodeTrial struct {
 	Name    string
 	Kind    string        // "kill" or "nodebug"
-	Healthy time.Duration // kill: how long the job runs healthy after Prometheus has it
+	Healthy time.Duration // kill: how long the job runs healthy after RAS reported it
+	Delay   time.Duration // kill: more wait before the kill (--ras-stagger)
 	PeerFD  int           // node 1's namespace, inherited
 	Cfg     Config
 }
@@ -64,7 +65,7 @@ type nodeResult struct {
 func runNodeTrials(cfg Config, res *Result) error {
 	var trials []nodeTrial
 	for i := 1; i <= cfg.RASTrials; i++ {
-		t := nodeTrial{Name: fmt.Sprintf("kill%d", i), Kind: "kill"}
+		t := nodeTrial{Name: fmt.Sprintf("kill%d", i), Kind: "kill", Delay: time.Duration(i-1) * cfg.RASStagger}
 		if i == 1 {
 			t.Healthy = cfg.RASHealthy
 		}
