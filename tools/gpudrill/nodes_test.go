@@ -218,12 +218,13 @@ func TestNodeSummary(t *testing.T) {
 	}
 }
 
-// rasReady on recorded answers: the capture's ranks shared one RAS address
-// (one node), so it is not ready; with the hosts apart it is, and not once
-// a rank is missing or another job's pids answer.
+// rasReady on recorded answers: the drill's own two-node capture on the
+// H200 (collector/fixtures/nccl-drill/ras) is ready for its pids and not
+// for others, not once rank 1 is killed; the earlier capture's ranks
+// shared one RAS address (one node) and are not.
 func TestRASReady(t *testing.T) {
-	read := func(name string) *ncclras.Status {
-		b, err := os.ReadFile(filepath.Join(repo, "internal/ncclras/testdata", name))
+	read := func(path string) *ncclras.Status {
+		b, err := os.ReadFile(filepath.Join(repo, path))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,27 +234,21 @@ func TestRASReady(t *testing.T) {
 		}
 		return st
 	}
-	pids := [2]int{658, 659}
-	if _, ok := rasReady(read("2.28.9-json-healthy.txt"), pids); ok {
-		t.Error("ready on one node")
-	}
-	b, _ := os.ReadFile(filepath.Join(repo, "internal/ncclras/testdata/2.28.9-json-healthy.txt"))
-	two := strings.Replace(string(b), `"host": "127.0.0.1"`, `"host": "10.77.0.1"`, 1)
-	st, err := ncclras.ParseJSON([]byte(two))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, ok := rasReady(st, pids)
-	if !ok || c.Hash != "0xf8e68da1f581fed5" || !strings.Contains(describeComm(c), "2 ranks on 2 nodes (rank 0 pid 658 on 10.77.0.1, rank 1 pid 659 on 127.0.0.1)") {
+	healthy := read("collector/fixtures/nccl-drill/ras/healthy.json")
+	c, ok := rasReady(healthy, [2]int{883, 885})
+	if !ok || c.Hash != "0xd0bcdba0f7e2d49a" || describeComm(c) != "communicator 0xd0bcdba0f7e2d49a, 2 ranks on 2 nodes (rank 0 pid 883 on 10.77.0.1, rank 1 pid 885 on 10.77.0.2)" {
 		t.Errorf("%v %s", ok, describeComm(c))
 	}
-	if _, ok := rasReady(st, [2]int{658, 700}); ok {
+	if _, ok := rasReady(healthy, [2]int{883, 700}); ok {
 		t.Error("ready with another process's pid")
 	}
-	if _, ok := rasReady(read("2.28.9-json-killed.txt"), pids); ok {
+	if _, ok := rasReady(read("collector/fixtures/nccl-drill/ras/killed.json"), [2]int{883, 885}); ok {
 		t.Error("ready with a rank missing")
 	}
-	if _, ok := rasReady(nil, pids); ok {
+	if _, ok := rasReady(read("internal/ncclras/testdata/2.28.9-json-healthy.txt"), [2]int{658, 659}); ok {
+		t.Error("ready on one node")
+	}
+	if _, ok := rasReady(nil, [2]int{883, 885}); ok {
 		t.Error("ready on no answer")
 	}
 }
