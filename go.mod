@@ -21,6 +21,8 @@ require (
 	github.com/prometheus/procfs v0.22.0
 	github.com/safchain/ethtool v0.7.0
 	github.com/tjhop/slog-gokit v0.2.2
+	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/crypto v0.58.0
 	golang.org/x/sys v0.50.0

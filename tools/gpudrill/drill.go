@@ -41,7 +41,18 @@ type Config struct {
 	// Intervals; "" = deploy/lab/prometheus.yml's (CI's replay test
 	// shortens them; the drill's time to page is measured with the shipped).
 	ScrapeInterval, EvalInterval string
-	Out                          io.Writer // the report (also written to WorkDir/report.txt)
+	// The two-node trials (nodetrial.go): RASTrials kills of rank 1, the
+	// first after the job ran healthy for RASHealthy; NoDebug the socket
+	// fallback without NCCL logs; RASParallel runs them at the same time,
+	// each in its own pair of namespaces.
+	// RASStagger delays kill trial i's kill by (i-1)×RASStagger more, so
+	// that parallel trials kill at different phases of the 15 s cycles.
+	RASTrials   int
+	RASHealthy  time.Duration
+	RASStagger  time.Duration
+	NoDebug     bool
+	RASParallel bool
+	Out         io.Writer `json:"-"` // the report (also written to WorkDir/report.txt)
 }
 
 // check is one assertion of the drill.
@@ -56,7 +67,12 @@ type Result struct {
 	Checks     []check
 	TimeToPage []time.Duration // per socket trial
 	InitPage   time.Duration   // forced-IB run: first line → NCCLInitFailed notification
-	Lines      []string        // the report
+	// KillToPage: per kill trial, the kill → the first NCCLRankMissing or
+	// NCCLAsyncError notification; NodebugPage: RAS reporting the two-node
+	// communicator → NCCLSocketFallback (0: none).
+	KillToPage  []time.Duration
+	NodebugPage time.Duration
+	Lines       []string // the report
 }
 
 // Failed reports whether any check failed.
@@ -109,7 +125,8 @@ func pidRegexp(rs []rank) string {
 // each against a fresh exporter, Prometheus and Alertmanager.
 func Run(cfg Config) (*Result, error) {
 	res := &Result{}
-	if cfg.Trials < 1 {
+	nodes := cfg.RASTrials > 0 || cfg.NoDebug
+	if cfg.Trials < 1 && !nodes {
 		cfg.Trials = 1
 	}
 	if err := portsFree(cfg.ExporterPort, cfg.PrometheusPort, cfg.AlertmanagerPort, cfg.WebhookPort, cfg.TorchPort); err != nil {
@@ -133,6 +150,10 @@ func Run(cfg Config) (*Result, error) {
 	res.printf("fabric_exporter GPU fire drill, %s on %s, %s", time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, mode)
 	res.printf("settings: scrape %s, evaluation %s (deploy/lab/prometheus.yml: %s/%s), NCCLSocketFallback for: %s, page route group_wait %s, nccl poll 1s",
 		cfg.ScrapeInterval, cfg.EvalInterval, sh.scrapeInterval, sh.evalInterval, sh.ncclFor, sh.pageGroupWait)
+	if nodes {
+		res.printf("two-node trials: RAS polled every 15s (--collector.nccl-ras.interval), NCCLRankMissing for: %s, NCCLAsyncError for: %s, NCCLSocketFallback for: %s",
+			sh.forOf("NCCLRankMissing"), sh.forOf("NCCLAsyncError"), sh.ncclFor)
+	}
 	for i := 1; i <= cfg.Trials; i++ {
 		inspector := ""
 		if cfg.Replay != "" && cfg.ReplayInspector != "" && i == 1 {
@@ -151,8 +172,15 @@ func Run(cfg Config) (*Result, error) {
 			return res, err
 		}
 	}
-	if err := runTrial(cfg, sh, res, "ib-failure", "ib", ""); err != nil {
-		return res, err
+	if cfg.Trials > 0 {
+		if err := runTrial(cfg, sh, res, "ib-failure", "ib", ""); err != nil {
+			return res, err
+		}
+	}
+	if nodes {
+		if err := runNodeTrials(cfg, res); err != nil {
+			return res, err
+		}
 	}
 	var med []float64
 	for _, d := range res.TimeToPage {
@@ -161,6 +189,7 @@ func Run(cfg Config) (*Result, error) {
 	if len(med) > 0 {
 		res.printf("time to page (median of %d): %.1f s  [%s]", len(med), median(med), joinFloats(med, " s, ")+" s")
 	}
+	res.Lines = append(res.Lines, nodeSummary(cfg, res)...)
 	res.printf("checks:")
 	for _, c := range res.Checks {
 		st := "PASS"

@@ -55,7 +55,16 @@ func main() {
 	flag.IntVar(&cfg.WebhookPort, "port.webhook", 19094, "the drill's webhook receiver port")
 	flag.IntVar(&cfg.TorchPort, "port.torch", 19500, "torch.distributed rendezvous port")
 	flag.DurationVar(&cfg.PageTimeout, "page-timeout", 3*time.Minute, "how long to wait for a page")
+	flag.IntVar(&cfg.RASTrials, "ras-trials", 0, "two-node trials (a network namespace per rank, joined by a veth pair; root): kill rank 1 with SIGKILL, time to the NCCLRankMissing/NCCLAsyncError page")
+	flag.DurationVar(&cfg.RASHealthy, "ras-healthy", 5*time.Minute, "how long the first kill trial's job runs healthy (nothing may page) before the kill")
+	flag.DurationVar(&cfg.RASStagger, "ras-stagger", 0, "kill trial i kills (i-1)×this later (with --ras-parallel: kills at different phases of the scrape, evaluation and RAS poll cycles)")
+	flag.BoolVar(&cfg.NoDebug, "nodebug", false, "two-node trial: NCCL on sockets with NCCL_DEBUG unset (no NCCL log), paged from RAS and /proc alone")
+	flag.BoolVar(&cfg.RASParallel, "ras-parallel", false, "run the two-node trials at the same time, each in its own pair of namespaces with its own stack")
+	nodeChild := flag.String("node-trial", "", "internal: run the two-node trial described by this file (the drill re-executed inside node 0's namespace)")
 	flag.Parse()
+	if *nodeChild != "" {
+		os.Exit(runNodeChild(*nodeChild))
+	}
 	cfg.Out = os.Stdout
 	os.Exit(run(cfg))
 }
@@ -104,7 +113,7 @@ func run(cfg Config) int {
 	go func() {
 		<-sig
 		fmt.Fprintln(os.Stderr, "gpudrill: interrupted; stopping everything it started")
-		killAll()
+		interrupted()
 		os.Exit(2)
 	}()
 	fmt.Fprintf(os.Stderr, "gpudrill: work dir %s\n", cfg.WorkDir)

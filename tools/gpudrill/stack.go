@@ -39,13 +39,19 @@ type proc struct {
 }
 
 func startProc(name, logPath string, env []string, bin string, args ...string) (*proc, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	return startCmd(name, logPath, cmd)
+}
+
+// startCmd starts a prepared command (its output to logPath) in its own
+// process group.
+func startCmd(name, logPath string, cmd *exec.Cmd) (*proc, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		f.Close()
@@ -63,6 +69,44 @@ func startProc(name, logPath string, env []string, bin string, args ...string) (
 var started struct {
 	sync.Mutex
 	pgids []int
+	hooks map[int]func()
+	next  int
+}
+
+// atInterrupt registers f to run on SIGINT/SIGTERM before killAll (the
+// two-node trials stop their child drills and remove their namespaces).
+// It returns a function that unregisters f.
+func atInterrupt(f func()) func() {
+	started.Lock()
+	defer started.Unlock()
+	id := started.next
+	started.next++
+	if started.hooks == nil {
+		started.hooks = map[int]func(){}
+	}
+	started.hooks[id] = f
+	return func() {
+		started.Lock()
+		defer started.Unlock()
+		delete(started.hooks, id)
+	}
+}
+
+// interrupted runs the registered hooks, then kills every process group.
+func interrupted() {
+	started.Lock()
+	hooks := make([]func(), 0, len(started.hooks))
+	for _, f := range started.hooks {
+		hooks = append(hooks, f)
+	}
+	started.Unlock()
+	var wg sync.WaitGroup
+	for _, f := range hooks {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
+	wg.Wait()
+	killAll()
 }
 
 func killAll() {
@@ -171,6 +215,13 @@ func (w *webhook) first(alertname string, match func(map[string]string) bool) (n
 	return notification{}, false
 }
 
+// all returns a copy of every notification so far.
+func (w *webhook) all() []notification {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]notification(nil), w.notes...)
+}
+
 func startWebhook(port int) (*webhook, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
@@ -187,7 +238,16 @@ type shipped struct {
 	scrapeInterval, evalInterval string // deploy/lab/prometheus.yml
 	pageGroupWait                string // deploy/alertmanager/alertmanager.yml, severity="page" route
 	ncclFor                      string // alerts/fabric-rules.yml, NCCLSocketFallback
+	fors                         map[string]string
 	am                           map[string]any
+}
+
+// forOf is the for: of an alert of the shipped rules ("0s" when none).
+func (s shipped) forOf(alert string) string {
+	if f, ok := s.fors[alert]; ok && f != "" {
+		return f
+	}
+	return "0s"
 }
 
 func loadShipped(repo string) (shipped, error) {
@@ -231,14 +291,15 @@ func loadShipped(repo string) (shipped, error) {
 	if err := readYAML(filepath.Join(repo, "alerts/fabric-rules.yml"), &rules); err != nil {
 		return s, err
 	}
-	s.ncclFor = "0s"
+	s.fors = map[string]string{}
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
-			if r.Alert == "NCCLSocketFallback" && r.For != "" {
-				s.ncclFor = r.For
+			if r.Alert != "" {
+				s.fors[r.Alert] = r.For
 			}
 		}
 	}
+	s.ncclFor = s.forOf("NCCLSocketFallback")
 	return s, nil
 }
 
@@ -351,7 +412,7 @@ func (s *stack) stop() {
 	}
 }
 
-func startStack(cfg Config, sh shipped, dir, gpuFixture, inspectorDir string) (*stack, error) {
+func startStack(cfg Config, sh shipped, dir, gpuFixture, inspectorDir string, extra ...string) (*stack, error) {
 	s := &stack{}
 	var err error
 	instance, _ := os.Hostname()
@@ -365,6 +426,7 @@ func startStack(cfg Config, sh shipped, dir, gpuFixture, inspectorDir string) (*
 		// The directory the ranks' NCCL_INSPECTOR_DUMP_DIR points to.
 		args = append(args, "--collector.nccl-inspector.dump-dir="+inspectorDir)
 	}
+	args = append(args, extra...)
 	if s.exporter, err = startProc("fabric_exporter", filepath.Join(dir, "exporter.log"), os.Environ(), cfg.Exporter, args...); err != nil {
 		return s, err
 	}
