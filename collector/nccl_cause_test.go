@@ -3,7 +3,6 @@ package collector
 import (
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -70,28 +69,14 @@ func (s *causeSetup) causes(t *testing.T) map[string]string {
 
 func wantCauses(t *testing.T, got, want map[string]string) {
 	t.Helper()
-	keys := map[string]bool{}
-	for k := range got {
-		keys[k] = true
-	}
-	for k := range want {
-		keys[k] = true
-	}
-	var ks []string
-	for k := range keys {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	for _, k := range ks {
-		g, gok := got[k]
-		w, wok := want[k]
+	for _, d := range testenv.DiffMaps(got, want) {
 		switch {
-		case !wok:
-			t.Errorf("%s: cause %q, want no series", k, g)
-		case !gok:
-			t.Errorf("%s: no cause series, want %q", k, w)
-		case g != w:
-			t.Errorf("%s: cause %q, want %q", k, g, w)
+		case !d.InWant:
+			t.Errorf("%s: cause %q, want no series", d.Key, d.Got)
+		case !d.InGot:
+			t.Errorf("%s: no cause series, want %q", d.Key, d.Want)
+		default:
+			t.Errorf("%s: cause %q, want %q", d.Key, d.Got, d.Want)
 		}
 	}
 }

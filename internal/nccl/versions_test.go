@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,24 +170,8 @@ var ncclH200Table = map[string]ncclClassification{
 
 func diffClassification(t *testing.T, name string, got, want ncclClassification) {
 	t.Helper()
-	keys := map[string]bool{}
-	for k := range got {
-		keys[k] = true
-	}
-	for k := range want {
-		keys[k] = true
-	}
-	var sorted []string
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
-	for _, k := range sorted {
-		g, gok := got[k]
-		w, wok := want[k]
-		if gok != wok || g != w {
-			t.Errorf("%s: %s: got %q (present %v), want %q (present %v)", name, k, g, gok, w, wok)
-		}
+	for _, d := range testenv.DiffMaps(got, want) {
+		t.Errorf("%s: %s: got %q (present %v), want %q (present %v)", name, d.Key, d.Got, d.InGot, d.Want, d.InWant)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"testing"
 	"time"
 
@@ -135,4 +136,27 @@ func Run(t testing.TB, binary string, args ...string) (out string, code int) {
 		t.Fatal(err)
 	}
 	return string(b), 0
+}
+
+// MapDiff is a key on which two string maps differ.
+type MapDiff struct {
+	Key, Got, Want string
+	InGot, InWant  bool
+}
+
+// DiffMaps returns the keys on which got and want differ, sorted.
+func DiffMaps[M ~map[string]string](got, want M) []MapDiff {
+	var out []MapDiff
+	for k, g := range got {
+		if w, ok := want[k]; !ok || w != g {
+			out = append(out, MapDiff{Key: k, Got: g, Want: w, InGot: true, InWant: ok})
+		}
+	}
+	for k, w := range want {
+		if _, ok := got[k]; !ok {
+			out = append(out, MapDiff{Key: k, Want: w, InWant: true})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
 }
