@@ -53,6 +53,24 @@ type Env struct {
 	// kubernetes joins the kubelet's device IDs to the gpu label); nil
 	// when the gpu collector is not enabled. NewExporter wires it.
 	GPUs GPUInventory
+	// Processes is the process collector's view of the serving
+	// processes, for the collectors that consume it (nccl-ras queries
+	// their NCCL_RAS_ADDR); nil when the process collector is not enabled.
+	// NewExporter wires it.
+	Processes ProcessInventory
+}
+
+// ProcessInventory is what the process collector produces for other
+// collectors. Its methods may be called at any time, concurrently with
+// every collector (nccl-ras calls them from its background poll), and
+// return quickly: they copy what the last scrape of the process collector
+// found.
+type ProcessInventory interface {
+	// RASAddresses returns the distinct NCCL_RAS_ADDR values of the
+	// selected processes whose RAS service is on (NCCL_RAS_ENABLE not 0),
+	// in ncclras.ParseAddr's form, sorted; values that are not a valid
+	// address are left out. Nil before the first scrape.
+	RASAddresses() []string
 }
 
 // GPUInventory is what the gpu collector produces for other collectors.
@@ -85,7 +103,7 @@ var specs = [...]Spec{
 	{Name: "kubernetes", Default: true, Help: "Kubernetes device allocation from the kubelet's pod-resources API (--collector.kubernetes.pod-resources-socket): devices (GPUs, RDMA) per pod and container, allocatable devices, GPUs per pod. Without the socket it reports no data.", Flags: kubernetesFlags, New: newKubernetesCollector},
 	{Name: "nccl", Default: true, Help: "NCCL INFO logs (--collector.nccl.log-path): the network and transports each NCCL process uses (IB/RoCE with GPU Direct RDMA or the TCP socket fallback), its devices, version and warnings. Without a log path it reports no data.", Flags: ncclFlags, New: newNCCLCollector},
 	{Name: "nccl-inspector", Default: true, Help: "NCCL Inspector profiler plugin output (--collector.nccl-inspector.dump-dir, JSON or Prometheus mode): bus bandwidth and operations per NCCL process and communicator, live. Without the directory it reports no data.", Flags: ncclInspectorFlags, New: newNCCLInspectorCollector},
-	{Name: "nccl-ras", Default: true, Help: "NCCL's RAS service (--collector.nccl-ras.address, localhost:28028 by default; NCCL 2.24+, no debug logs needed), queried in the background: communicators, missing or dead ranks, asynchronous errors and aborts, collective counts per rank of this host. Nothing listening: no data.", Flags: ncclRASFlags, New: newNCCLRASCollector},
+	{Name: "nccl-ras", Default: true, Help: "NCCL's RAS service (--collector.nccl-ras.address, localhost:28028 by default, and the serving processes' local NCCL_RAS_ADDR; NCCL 2.24+, no debug logs needed), queried in the background: communicators, missing or dead ranks, asynchronous errors and aborts, collective counts per rank of this host. Nothing listening: no data.", Flags: ncclRASFlags, New: newNCCLRASCollector},
 	{Name: "netdev", Default: true, Help: "Network interface statistics, link state and speed from sysfs class/net (rail netdevs and physical NICs).", Flags: netdevFlags, New: newNetdevCollector},
 	{Name: "numa", Default: true, Help: "Per NUMA node: numastat allocation counters, memory total/free and CPUs from sysfs devices/system/node.", New: newNumaCollector},
 	{Name: "pcie", Default: true, Help: "PCIe link health on the path of every GPU and RDMA device up to its root port: current, maximum and supported link speed and width, AER error counters, from sysfs.", New: newPCIeCollector},
@@ -190,14 +208,23 @@ func NewExporter(enabled []string, o *Options, logger log.Logger) (*Exporter, er
 	names := append([]string(nil), enabled...)
 	sort.Strings(names)
 	// Producers before consumers: the gpu collector is built first and its
-	// GPU inventory handed to every other collector (Env.GPUs); this is the
-	// only dependency between collectors, and it does not rest on the
-	// order of their names.
+	// GPU inventory handed to every later collector (Env.GPUs), then the
+	// process collector (a consumer of GPUs) and its process inventory
+	// (Env.Processes, for nccl-ras); these are the only dependencies
+	// between collectors, and they do not rest on the order of their names.
 	var gpus GPUInventory
+	var procs ProcessInventory
 	built := make(map[string]*namedCollector, len(names))
-	order := slices.Clone(names)
-	if i := slices.Index(order, gpuProducer); i > 0 {
-		order = slices.Insert(slices.Delete(order, i, i+1), 0, gpuProducer)
+	order := make([]string, 0, len(names))
+	for _, p := range producers {
+		if slices.Contains(names, p) {
+			order = append(order, p)
+		}
+	}
+	for _, n := range names {
+		if !slices.Contains(producers[:], n) {
+			order = append(order, n)
+		}
 	}
 	for _, name := range order {
 		spec, ok := SpecByName(name)
@@ -206,7 +233,7 @@ func NewExporter(enabled []string, o *Options, logger log.Logger) (*Exporter, er
 		}
 		l := log.With(logger, "collector", name)
 		nc := newNamedCollector(name, nil, l, fams)
-		env := Env{Logger: l, Families: e.families, ReadErrors: nc.readErrors, Once: NewOnceLogger(l, 1024), GPUs: gpus}
+		env := Env{Logger: l, Families: e.families, ReadErrors: nc.readErrors, Once: NewOnceLogger(l, 1024), GPUs: gpus, Processes: procs}
 		c, err := spec.New(env, o)
 		if err != nil {
 			e.closeBuilt(built)
@@ -217,6 +244,9 @@ func NewExporter(enabled []string, o *Options, logger log.Logger) (*Exporter, er
 		if inv, ok := c.(GPUInventory); ok && name == gpuProducer {
 			gpus = inv
 		}
+		if inv, ok := c.(ProcessInventory); ok && name == processProducer {
+			procs = inv
+		}
 	}
 	for _, name := range names { // scrape order: by name
 		e.collectors = append(e.collectors, built[name])
@@ -224,9 +254,15 @@ func NewExporter(enabled []string, o *Options, logger log.Logger) (*Exporter, er
 	return e, nil
 }
 
-// gpuProducer is the collector whose output others consume (Env.GPUs);
-// NewExporter builds it first.
-const gpuProducer = "gpu"
+// gpuProducer and processProducer are the collectors whose output others
+// consume (Env.GPUs, Env.Processes); NewExporter builds them first, in the
+// order of producers (process consumes the GPUs).
+const (
+	gpuProducer     = "gpu"
+	processProducer = "process"
+)
+
+var producers = [...]string{gpuProducer, processProducer} // an array, never written
 
 // closeBuilt stops the background work of collectors built before a later
 // constructor failed.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,6 +37,14 @@ import (
 //   - missing ranks wherever they run (a dead host has no exporter to
 //     report its own).
 //
+// Addresses: the flag's, always, and those of the serving processes
+// (Env.Processes: NCCL_RAS_ADDR of the process collector's processes whose
+// RAS is on) that are this host's (loopback or an address of one of its
+// interfaces), at most maxProcessRASAddrs of them, each address once. A
+// remote address is not queried: that would be scraping another host's
+// RAS from this exporter (its own exporter does). The list is made again
+// for every poll, so the address of a process that exited goes with it.
+//
 // States: nothing listens on any address → no_hardware (quiet); an
 // address that answers but fails the protocol, times out or answers
 // garbage → failed (the other addresses' series are kept).
@@ -61,6 +70,10 @@ func ncclRASFlags(app *kingpin.Application, o *Options) {
 		Action(atLeastInt("collector.nccl-ras.max-ranks", &o.NCCLRAS.MaxRanks, 1)).IntVar(&o.NCCLRAS.MaxRanks)
 }
 
+// maxProcessRASAddrs bounds the addresses taken from the processes'
+// environments, on top of the flag's.
+const maxProcessRASAddrs = 16
+
 // rasAnswer is the last query of one address.
 type rasAnswer struct {
 	addr     string
@@ -78,6 +91,7 @@ type ncclRASCollector struct {
 	poller
 	mu      sync.Mutex
 	answers []rasAnswer
+	addrs   []string // the addresses of the last poll
 	localIP map[string]bool
 	first   chan struct{} // closed after the first poll
 
@@ -170,10 +184,54 @@ func localAddresses() map[string]bool {
 	return out
 }
 
+// addresses returns the addresses to query: the flag's, then the
+// processes' that are local (see the top of this file).
+func (c *ncclRASCollector) addresses(local map[string]bool) []string {
+	addrs := c.opts.Addresses
+	if c.env.Processes == nil {
+		return addrs
+	}
+	extra := c.env.Processes.RASAddresses()
+	if len(extra) == 0 {
+		return addrs
+	}
+	addrs = slices.Clone(addrs)
+	n := 0
+	for _, a := range extra {
+		if slices.Contains(addrs, a) {
+			continue
+		}
+		if !localRASAddr(a, local) {
+			c.env.Once.Debug("nccl-ras-remote", "msg", "not querying a process's NCCL_RAS_ADDR that is not an address of this host", "address", a)
+			continue
+		}
+		if n == maxProcessRASAddrs {
+			c.env.Once.Warn("nccl-ras-max", "msg", "more distinct NCCL_RAS_ADDR in the processes' environments than the exporter queries; the rest are not queried", "max", maxProcessRASAddrs)
+			return addrs
+		}
+		n++
+		addrs = append(addrs, a)
+	}
+	c.env.Once.Clear("nccl-ras-max")
+	return addrs
+}
+
+// localRASAddr reports whether an address of ncclras.ParseAddr's form is
+// this host's: localhost, a loopback address or one of local.
+func localRASAddr(a string, local map[string]bool) bool {
+	ip, ok := ncclras.AddrIP(a)
+	if !ok {
+		return strings.HasPrefix(a, "localhost:")
+	}
+	return ip.IsLoopback() || local[ip.String()]
+}
+
 // pollOnce queries every address.
 func (c *ncclRASCollector) pollOnce(ctx context.Context) {
-	answers := make([]rasAnswer, 0, len(c.opts.Addresses))
-	for _, a := range c.opts.Addresses {
+	local := c.local()
+	addrs := c.addresses(local)
+	answers := make([]rasAnswer, 0, len(addrs))
+	for _, a := range addrs {
 		start := time.Now()
 		st, err := c.query(ctx, a, ncclras.Options{Timeout: c.opts.Timeout})
 		answers = append(answers, rasAnswer{addr: a, status: st, err: err, duration: time.Since(start).Seconds()})
@@ -181,9 +239,8 @@ func (c *ncclRASCollector) pollOnce(ctx context.Context) {
 			c.env.Once.Debug("nccl-ras:"+a, "msg", "NCCL RAS query failed", "address", a, "err", err)
 		}
 	}
-	local := c.local()
 	c.mu.Lock()
-	c.answers, c.localIP = answers, local
+	c.answers, c.addrs, c.localIP = answers, addrs, local
 	c.mu.Unlock()
 	select {
 	case <-c.first:
@@ -226,7 +283,7 @@ func (c *ncclRASCollector) Update(ctx context.Context, b *exposition.Batch) erro
 	case len(failed) > 0:
 		return errors.New("nccl-ras: " + strings.Join(failed, "; "))
 	case listening == 0:
-		return noHardware("nothing listens on %s (no NCCL process with RAS on this host)", strings.Join(c.opts.Addresses, ","))
+		return noHardware("nothing listens on %s (no NCCL process with RAS on this host)", strings.Join(c.addrs, ","))
 	}
 	return nil
 }

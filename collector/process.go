@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -34,7 +35,8 @@ import (
 // visibility of the rails' RDMA devices, process_fds.go the fds open on
 // them; process_rdma.go the kernel's evidence of RDMA use (verbs fds of
 // any device, queue pairs over RDMA netlink, the PID namespace); process_container.go the container labels (docker.go the Docker
-// names); process_env.go the NCCL variables; process_required.go which
+// names); process_env.go the NCCL variables; process_ras.go their RAS addresses
+// for the nccl-ras collector (Env.Processes); process_required.go which
 // rail devices a process needs (from them and the launcher's sizes);
 // process_cause.go why it would fall back to sockets (fallback_cause.go).
 
@@ -112,6 +114,8 @@ type processCollector struct {
 	fdCounts  []int
 	linkBuf   [64]byte // a verbs node's path is short: longer targets are not one
 
+	rasAddrs atomic.Pointer[[]string] // the last scrape's RAS addresses (process_ras.go)
+
 	errCount  map[string]*exposition.Counter
 	errSeries map[string]*exposition.Series
 
@@ -137,6 +141,7 @@ type procState struct {
 
 	envDone bool
 	envVars []envVar
+	rasAddr string    // its RAS service's address, "" if none or off (process_ras.go)
 	need    rdmaNeed  // what the environment says of the rails (process_required.go)
 	req     []procReq // the rail devices it needs in this scrape
 
@@ -287,6 +292,7 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 			c.dropProc(pid)
 		}
 	}
+	c.publishRAS()
 	b.Add(c.selected, float64(reported))
 	b.Add(c.candidates, float64(candidates))
 	for _, f := range procFiles {

@@ -38,6 +38,10 @@ func (c *processCollector) readEnviron(st *procState) {
 		v := strings.ToValidUTF8(string(value), "\uFFFD")
 		st.envVars = append(st.envVars, envVar{name: name, value: v, s: c.nccl.With(st.pidS, st.comm, name, v)})
 	})
+	var invalid string
+	if st.rasAddr, invalid = rasAddrOf(st.envVars); invalid != "" {
+		c.env.Once.Debug("ras-addr", "msg", "NCCL_RAS_ADDR is not an IP address or localhost with a port; not queried", "pid", st.pid, "value", invalid)
+	}
 	// The launcher's sizes give a verdict only; their values are not kept.
 	st.need = needFromEnv(st.envVars, proc.MultiNode(buf))
 	st.envDone = true

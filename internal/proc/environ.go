@@ -8,12 +8,15 @@ import (
 // ncclEnvAllowed is the allow-list of NCCL variables exported from a
 // process environment. Nothing else from an environment ever reaches a
 // metric or a log (but MultiNode's verdict): environments hold secrets
-// (HF_TOKEN, cloud keys). An array, never written: no package-level mutable
-// state.
+// (HF_TOKEN, cloud keys). Every name here holds a setting, never a secret:
+// NCCL_RAS_ADDR is the host:port the process's RAS service listens on (the
+// nccl-ras collector queries it) and NCCL_RAS_ENABLE=0 turns that service
+// off. An array, never written: no package-level mutable state.
 var ncclEnvAllowed = [...]string{
 	"NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_CROSS_NIC", "NCCL_IB_DISABLE", "NCCL_NET",
 	"NCCL_NET_GDR_LEVEL", "NCCL_IB_GID_INDEX", "NCCL_IB_TC", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE",
 	"NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS", "NCCL_ALGO", "NCCL_PROTO",
+	"NCCL_RAS_ADDR", "NCCL_RAS_ENABLE",
 }
 
 // MaxEnvValue bounds an exported NCCL value; longer values are cut.
