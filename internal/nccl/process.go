@@ -39,6 +39,11 @@ type Process struct {
 	Interfaces    []string      // the latest "NET/Socket : Using" list, at most 64
 	Env           []KV          // "NCCL_X set by environment to V", at most 64
 	GDRDisabled   []GDRDisabled // "GPU Direct RDMA Disabled for HCA", at most 64
+	// Peers are the intra-node connections by local and peer GPU and
+	// transport, NetUses the NET connections by local GPU, NET device
+	// index and GDR (peer.go); at most 64 each.
+	Peers   []Peer
+	NetUses []NetUse
 	// InitFailure is the WARN that said NCCL's init found no network, ""
 	// when none or when a later communicator completed its init. While it
 	// is set, the process's network, devices and interfaces mean nothing.
@@ -223,21 +228,22 @@ func (p *Process) setInitFailure(msg []byte) {
 	p.Gen++
 }
 
-// connection counts a "Channel …"/"Ring …" line. Runs of lines with the
-// same text after " via " (every channel of one peer) skip the transport
-// parsing.
+// connection counts a "Channel …"/"Ring …" line: by transport, and by
+// GPU pair or NET device (peer.go). Runs of lines with the same text after
+// " via " (every channel of one peer) skip the search of Conns.
 func (t *Tracker) connection(p *Process, msg []byte) {
 	via := connectionVia(msg)
 	if via == nil {
 		return
 	}
-	if p.viaConn >= 0 && p.viaLen > 0 && string(via) == string(p.via[:p.viaLen]) {
-		p.Conns[p.viaConn].N++
-		return
-	}
 	ev := &t.ev
 	parseTransport(via, ev)
 	if ev.kind != evConnection {
+		return
+	}
+	p.connectionPeer(msg, via, ev)
+	if p.viaConn >= 0 && p.viaLen > 0 && string(via) == string(p.via[:p.viaLen]) {
+		p.Conns[p.viaConn].N++
 		return
 	}
 	if ev.net != nil {
