@@ -1,6 +1,7 @@
 package nccl
 
 import (
+	"bytes"
 	"unicode/utf8"
 )
 
@@ -34,8 +35,11 @@ type Process struct {
 	// HasVersion.
 	Version, CUDA string
 	HasVersion    bool
-	Conns         []Conn        // channel connections by kind, at most 32 kinds
-	Devices       []Device      // the latest "NET/X : Using" list naming a device, at most 64
+	Conns         []Conn   // channel connections by kind, at most 32 kinds
+	Devices       []Device // the latest "NET/X : Using" list naming a device, at most 64
+	// DevicesMerged: that list has merged devices ("[0]={[0] mlx5_0:1/RoCE,
+	// [1] mlx5_1:1/RoCE}"), so a NET index is not a position in Devices.
+	DevicesMerged bool
 	Interfaces    []string      // the latest "NET/Socket : Using" list, at most 64
 	Env           []KV          // "NCCL_X set by environment to V", at most 64
 	GDRDisabled   []GDRDisabled // "GPU Direct RDMA Disabled for HCA", at most 64
@@ -298,6 +302,7 @@ func (p *Process) setDevices(list []byte) bool {
 		return false
 	}
 	p.Devices, p.devKey = out, boundKey(list)
+	p.DevicesMerged = bytes.IndexByte(list, '{') >= 0
 	p.Gen++
 	return true
 }
