@@ -112,7 +112,7 @@ func bracketDev(tok []byte) ([]byte, bool) {
 // a bus id of NCCL 2.7-2.18 ("1a000": domain<<20 | bus<<12 | device<<4 |
 // function), its PCI address.
 func deviceLabel(dev []byte) string {
-	hex := len(dev) >= 5
+	hex := len(dev) >= 4
 	for _, c := range dev {
 		if c >= 'a' {
 			hex = true

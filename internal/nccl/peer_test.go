@@ -143,6 +143,7 @@ func TestDeviceLabel(t *testing.T) {
 		"0": "0", "7": "7", "12": "12",
 		"1a000": "0000:1a:00.0", "3d000": "0000:3d:00.0", "bc000": "0000:bc:00.0",
 		"100010": "0001:00:01.0", "a": "0000:00:00.a",
+		"1000": "0000:01:00.0", "60": "60", // bus 0: taken for an index
 	} {
 		if got := deviceLabel([]byte(in)); got != want {
 			t.Errorf("deviceLabel(%q) = %q, want %q", in, got, want)
