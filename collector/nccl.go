@@ -76,6 +76,7 @@ type ncclCollector struct {
 
 	netInfo, conns, devInfo, ifInfo, info, warnings, lastLog, envInfo, gdrOff *exposition.Family
 	initFail, commRanks, commNodes, causeFam                                  *exposition.Family
+	peerInfo, netGDR                                                          *exposition.Family
 
 	causes                                                          ncclCauses // the fallback cause (nccl_cause.go)
 	linesS, unparsedS, trackedS, bytesS, evictedS, filesS, backlogS *exposition.Series
@@ -89,6 +90,7 @@ type ncclSeries struct {
 	cause                            causeCache // the fallback cause of causeS (nccl_cause.go)
 	causeS                           *exposition.Series
 	conns, devices, ifaces, env, gdr []*exposition.Series
+	peers, netUses                   []*exposition.Series
 }
 
 func newNCCLCollector(env Env, o *Options) (Collector, error) {
@@ -169,6 +171,12 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 		initFail: env.Families.NewFamily("fabric_nccl_init_failure_info",
 			"NCCL init of the process found no usable network (\"Failed to initialize any NET plugin\", \"Error: network IB not found.\"); reason is that WARN message. Such a process has no fabric_nccl_net_info.",
 			gauge, "host", "pid", "reason"),
+		peerInfo: env.Families.NewFamily("fabric_nccl_peer_transport_info",
+			"NCCL's transport between a GPU of the process and a peer GPU of the same host, from its channel lines (\"Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\"): P2P/IPC, P2P/CUMEM, P2P/direct pointer (the fast path) or SHM (through host memory). gpu and peer_gpu are the devices in brackets: the NVML index (the exporter's gpu label) from NCCL 2.19, the PCI address for the bus id of NCCL 2.7-2.18 (\"0[1a000]\"). At most 64 per process.",
+			gauge, "host", "pid", "gpu", "peer_gpu", "transport"),
+		netGDR: env.Families.NewFamily("fabric_nccl_net_gdr_info",
+			"NET connections of a GPU of the process through one NET device, from \"… [send] via NET/IB/0/GDRDMA\" (the local GPU is the left device of [send], the right one of [receive]): device is the entry of that index in the latest \"NET/IB : Using [0]mlx5_0:1/RoCE …\" list (\"\" when none was logged), gdr=\"true\" with /GDRDMA (GPUDirect RDMA), \"false\" when the bytes are staged through host memory. gpu as in fabric_nccl_peer_transport_info. At most 64 per process.",
+			gauge, "host", "pid", "gpu", "net", "index", "device", "gdr"),
 		commRanks: env.Families.NewFamily("fabric_nccl_communicator_ranks",
 			"The largest communicator (ranks) the NCCL process logged, from \"comm 0x… rank 10 nranks 16 … - Init START|COMPLETE\" and the like (every NCCL version); absent until such a line was read.",
 			gauge, "host", "pid"),
@@ -259,6 +267,12 @@ func (c *ncclCollector) Update(ctx context.Context, b *exposition.Batch) error {
 			}
 			for _, g := range s.gdr {
 				b.Add(g, 1)
+			}
+			for _, e := range s.peers {
+				b.Add(e, 1)
+			}
+			for _, e := range s.netUses {
+				b.Add(e, 1)
 			}
 			if p.Ranks > 0 {
 				b.Add(s.ranks, float64(p.Ranks))
@@ -363,8 +377,32 @@ func (c *ncclCollector) seriesOf(p *nccl.Process) *ncclSeries {
 	for _, g := range p.GDRDisabled {
 		s.gdr = append(s.gdr, c.gdrOff.With(h, pid, g.Net, g.Device, g.Reason))
 	}
+	s.peers = s.peers[:0]
+	for _, e := range p.Peers {
+		s.peers = append(s.peers, c.peerInfo.With(h, pid, e.GPU, e.PeerGPU, e.Transport))
+	}
+	s.netUses = s.netUses[:0]
+	for _, e := range p.NetUses {
+		s.netUses = append(s.netUses, c.netGDR.With(h, pid, e.GPU, e.Net, strconv.Itoa(e.Index), netDeviceName(p, e), strconv.FormatBool(e.GDR)))
+	}
 	return s
 }
 
 // ncclFix is the likely fix of a log-path glob that matches nothing.
 const ncclFix = "check the glob, that the serving processes run with NCCL_DEBUG=INFO and NCCL_DEBUG_FILE in that directory, and that the directory is mounted into the exporter (-v /var/log/nccl:/var/log/nccl:ro)"
+
+// netDeviceName is the device of a NET connection's index: the entry of
+// the latest "NET/X : Using" list (the socket transport's interface list
+// for NET/Socket), "" when that list has no such entry or merges devices.
+func netDeviceName(p *nccl.Process, e nccl.NetUse) string {
+	if e.Net == "Socket" {
+		if e.Index < len(p.Interfaces) {
+			return p.Interfaces[e.Index]
+		}
+		return ""
+	}
+	if e.Index < len(p.Devices) && !p.DevicesMerged {
+		return p.Devices[e.Index].Name
+	}
+	return ""
+}

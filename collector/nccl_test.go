@@ -233,10 +233,18 @@ fabric_nccl_log_unparsed_lines_total 1
 # TYPE fabric_nccl_net_device_info gauge
 fabric_nccl_net_device_info{device="mlx5_0",host="gpu1",link="RoCE",pid="4242",port="1"} 1
 fabric_nccl_net_device_info{device="mlx5_3",host="gpu1",link="RoCE",pid="4242",port="1"} 1
+# HELP fabric_nccl_net_gdr_info NET connections of a GPU of the process through one NET device, from "… [send] via NET/IB/0/GDRDMA" (the local GPU is the left device of [send], the right one of [receive]): device is the entry of that index in the latest "NET/IB : Using [0]mlx5_0:1/RoCE …" list ("" when none was logged), gdr="true" with /GDRDMA (GPUDirect RDMA), "false" when the bytes are staged through host memory. gpu as in fabric_nccl_peer_transport_info. At most 64 per process.
+# TYPE fabric_nccl_net_gdr_info gauge
+fabric_nccl_net_gdr_info{device="mlx5_0",gdr="true",gpu="0",host="gpu1",index="0",net="IB",pid="4242"} 1
+fabric_nccl_net_gdr_info{device="mlx5_3",gdr="true",gpu="0",host="gpu1",index="1",net="IB",pid="4242"} 1
+fabric_nccl_net_gdr_info{device="eth0",gdr="false",gpu="1",host="gpu2",index="0",net="Socket",pid="77"} 1
 # HELP fabric_nccl_net_info The network NCCL chose, as NCCL names it (IB, Socket, IBext_v8, AWS Libfabric, …): from "Using network X" or "Assigned NET plugin X to comm", else the net of its channel connections, else a "NET/X : Using [0]…" device line, else Socket when the init lines prove IB was not taken (docs/nccl-classification.md).
 # TYPE fabric_nccl_net_info gauge
 fabric_nccl_net_info{host="gpu1",net="IB",pid="4242"} 1
 fabric_nccl_net_info{host="gpu2",net="Socket",pid="77"} 1
+# HELP fabric_nccl_peer_transport_info NCCL's transport between a GPU of the process and a peer GPU of the same host, from its channel lines ("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"): P2P/IPC, P2P/CUMEM, P2P/direct pointer (the fast path) or SHM (through host memory). gpu and peer_gpu are the devices in brackets: the NVML index (the exporter's gpu label) from NCCL 2.19, the PCI address for the bus id of NCCL 2.7-2.18 ("0[1a000]"). At most 64 per process.
+# TYPE fabric_nccl_peer_transport_info gauge
+fabric_nccl_peer_transport_info{gpu="0",host="gpu1",peer_gpu="1",pid="4242",transport="P2P/CUMEM"} 1
 # HELP fabric_nccl_socket_interface_info A network interface NCCL's socket transport uses, from "NET/Socket : Using [0]eth0:…".
 # TYPE fabric_nccl_socket_interface_info gauge
 fabric_nccl_socket_interface_info{host="gpu2",interface="eth0",pid="77"} 1
@@ -249,7 +257,7 @@ fabric_nccl_warnings_total{host="gpu1",pid="4242"} 0
 fabric_nccl_warnings_total{host="gpu2",pid="77"} 1
 `, "fabric_nccl_connections", "fabric_nccl_env_info", "fabric_nccl_info", "fabric_nccl_last_log_timestamp_seconds",
 		"fabric_nccl_log_lines_total", "fabric_nccl_log_unparsed_lines_total", "fabric_nccl_net_device_info", "fabric_nccl_net_info",
-		"fabric_nccl_socket_interface_info", "fabric_nccl_tracked_processes", "fabric_nccl_warnings_total")
+		"fabric_nccl_net_gdr_info", "fabric_nccl_peer_transport_info", "fabric_nccl_socket_interface_info", "fabric_nccl_tracked_processes", "fabric_nccl_warnings_total")
 }
 
 // TestNCCLReadError: an unreadable file is counted and skipped.
@@ -485,4 +493,18 @@ func TestNCCLExitedGraceFlag(t *testing.T) {
 			t.Errorf("%v: grace %s, err %v; want %s, ok %v", tc.args, o.NCCL.ExitedGrace, err, tc.want, tc.ok)
 		}
 	}
+}
+
+// TestNCCLNetGDRMergedDevices: with merged devices ("[0]={…}") a NET index
+// is a virtual device, not a position in the list: no device name.
+func TestNCCLNetGDRMergedDevices(t *testing.T) {
+	c := scanText(t, "h:5:5 [0] NCCL INFO NET/IB : Using [0]={[0] mlx5_0:1/RoCE, [1] mlx5_1:1/RoCE} [1]mlx5_2:1/IB/SHARP [RO]; OOB eth0:10.0.0.1<0>\n"+
+		"h:5:6 [0] NCCL INFO Channel 00/1 : 0[0] -> 9[1] [send] via NET/IB/1(1)/GDRDMA(PCI)/Shared\n"+
+		"h:5:6 [0] NCCL INFO Channel 00/1 : 9[1] -> 0[0] [receive] via NET/IB/0\n")
+	compare(t, c, `
+# HELP fabric_nccl_net_gdr_info NET connections of a GPU of the process through one NET device, from "… [send] via NET/IB/0/GDRDMA" (the local GPU is the left device of [send], the right one of [receive]): device is the entry of that index in the latest "NET/IB : Using [0]mlx5_0:1/RoCE …" list ("" when none was logged), gdr="true" with /GDRDMA (GPUDirect RDMA), "false" when the bytes are staged through host memory. gpu as in fabric_nccl_peer_transport_info. At most 64 per process.
+# TYPE fabric_nccl_net_gdr_info gauge
+fabric_nccl_net_gdr_info{device="",gdr="true",gpu="0",host="h",index="1",net="IB",pid="5"} 1
+fabric_nccl_net_gdr_info{device="",gdr="false",gpu="0",host="h",index="0",net="IB",pid="5"} 1
+`, "fabric_nccl_net_gdr_info")
 }

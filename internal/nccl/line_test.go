@@ -123,6 +123,8 @@ func ncclFixtureLines(t testing.TB) [][]byte {
 		"h:5:5 [0] NCCL INFO NET/IB : Using [0]={[0] mlx5_0:1/RoCE, [1] mlx5_1:1/RoCE} [1]mlx5_2:1/IB/SHARP [RO]; OOB eth0:10.0.0.1<0>",
 		"h:6:6 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0> [1]eth1:fe80::1%eth1<0>",
 		"h:1:3 [0] NCCL INFO Channel 00/1 : 0[0] -> 9[1] [send] via NET/IB/1(1)/GDRDMA(PCI)/Shared",
+		"h:1:3 [0] NCCL INFO Channel 00/0 : 0[4] -> 1[5] via P2P/direct pointer/read",
+		"h:1:3 [0] NCCL INFO Channel 00 : 0[ffffffffffffffff] -> 1[1a000] [receive] via NET/IB/9999/GDRDMA",
 		"h:1:2 [0] NCCL INFO Assigned NET plugin IB to comm",
 		"h23:1:1 [0] NCCL INFO Using internal Network IB",
 		"h:7:7 [0] NCCL INFO NET/Plugin: Using internal network plugin.",
@@ -232,7 +234,8 @@ func FuzzParseNCCLLine(f *testing.F) {
 			}
 			for _, p := range procs {
 				if len(p.Conns) > maxConnKinds || len(p.Devices) > maxListItems || len(p.Interfaces) > maxListItems ||
-					len(p.Env) > maxEnv || len(p.GDRDisabled) > maxGDRDisabled {
+					len(p.Env) > maxEnv || len(p.GDRDisabled) > maxGDRDisabled ||
+					len(p.Peers) > maxPeers || len(p.NetUses) > maxNetUses {
 					t.Fatalf("%q: unbounded state", line)
 				}
 				strs := []string{p.Host, p.PID, p.Net, p.Version, p.CUDA, p.InitFailure}
@@ -248,6 +251,15 @@ func FuzzParseNCCLLine(f *testing.F) {
 				}
 				for _, g := range p.GDRDisabled {
 					strs = append(strs, g.Net, g.Device, g.Reason)
+				}
+				for _, e := range p.Peers {
+					strs = append(strs, e.GPU, e.PeerGPU, e.Transport)
+				}
+				for _, e := range p.NetUses {
+					strs = append(strs, e.GPU, e.Net)
+					if e.Index < 0 || e.Index > 9999 {
+						t.Fatalf("%q: NET device index %d", line, e.Index)
+					}
 				}
 				for _, s := range strs {
 					if len(s) > maxLabel {

@@ -1,6 +1,7 @@
 package nccl
 
 import (
+	"bytes"
 	"unicode/utf8"
 )
 
@@ -34,11 +35,19 @@ type Process struct {
 	// HasVersion.
 	Version, CUDA string
 	HasVersion    bool
-	Conns         []Conn        // channel connections by kind, at most 32 kinds
-	Devices       []Device      // the latest "NET/X : Using" list naming a device, at most 64
+	Conns         []Conn   // channel connections by kind, at most 32 kinds
+	Devices       []Device // the latest "NET/X : Using" list naming a device, at most 64
+	// DevicesMerged: that list has merged devices ("[0]={[0] mlx5_0:1/RoCE,
+	// [1] mlx5_1:1/RoCE}"), so a NET index is not a position in Devices.
+	DevicesMerged bool
 	Interfaces    []string      // the latest "NET/Socket : Using" list, at most 64
 	Env           []KV          // "NCCL_X set by environment to V", at most 64
 	GDRDisabled   []GDRDisabled // "GPU Direct RDMA Disabled for HCA", at most 64
+	// Peers are the intra-node connections by local and peer GPU and
+	// transport, NetUses the NET connections by local GPU, NET device
+	// index and GDR (peer.go); at most 64 each.
+	Peers   []Peer
+	NetUses []NetUse
 	// InitFailure is the WARN that said NCCL's init found no network, ""
 	// when none or when a later communicator completed its init. While it
 	// is set, the process's network, devices and interfaces mean nothing.
@@ -223,21 +232,22 @@ func (p *Process) setInitFailure(msg []byte) {
 	p.Gen++
 }
 
-// connection counts a "Channel …"/"Ring …" line. Runs of lines with the
-// same text after " via " (every channel of one peer) skip the transport
-// parsing.
+// connection counts a "Channel …"/"Ring …" line: by transport, and by
+// GPU pair or NET device (peer.go). Runs of lines with the same text after
+// " via " (every channel of one peer) skip the search of Conns.
 func (t *Tracker) connection(p *Process, msg []byte) {
 	via := connectionVia(msg)
 	if via == nil {
 		return
 	}
-	if p.viaConn >= 0 && p.viaLen > 0 && string(via) == string(p.via[:p.viaLen]) {
-		p.Conns[p.viaConn].N++
-		return
-	}
 	ev := &t.ev
 	parseTransport(via, ev)
 	if ev.kind != evConnection {
+		return
+	}
+	p.connectionPeer(msg, via, ev)
+	if p.viaConn >= 0 && p.viaLen > 0 && string(via) == string(p.via[:p.viaLen]) {
+		p.Conns[p.viaConn].N++
 		return
 	}
 	if ev.net != nil {
@@ -292,6 +302,7 @@ func (p *Process) setDevices(list []byte) bool {
 		return false
 	}
 	p.Devices, p.devKey = out, boundKey(list)
+	p.DevicesMerged = bytes.IndexByte(list, '{') >= 0
 	p.Gen++
 	return true
 }
