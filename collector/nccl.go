@@ -76,7 +76,7 @@ type ncclCollector struct {
 
 	netInfo, conns, devInfo, ifInfo, info, warnings, lastLog, envInfo, gdrOff *exposition.Family
 	initFail, commRanks, commNodes, causeFam                                  *exposition.Family
-	peerInfo, netGDR                                                          *exposition.Family
+	peerInfo, netGDR, gdrPath, dmaBuf                                         *exposition.Family
 
 	causes                                                          ncclCauses // the fallback cause (nccl_cause.go)
 	linesS, unparsedS, trackedS, bytesS, evictedS, filesS, backlogS *exposition.Series
@@ -90,7 +90,7 @@ type ncclSeries struct {
 	cause                            causeCache // the fallback cause of causeS (nccl_cause.go)
 	causeS                           *exposition.Series
 	conns, devices, ifaces, env, gdr []*exposition.Series
-	peers, netUses                   []*exposition.Series
+	peers, netUses, gdrPaths, dmaBuf []*exposition.Series
 }
 
 func newNCCLCollector(env Env, o *Options) (Collector, error) {
@@ -177,6 +177,12 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 		netGDR: env.Families.NewFamily("fabric_nccl_net_gdr_info",
 			"NET connections of a GPU of the process through one NET device, from \"… [send] via NET/IB/0/GDRDMA\" (the local GPU is the left device of [send], the right one of [receive]): device is the entry of that index in the latest \"NET/IB : Using [0]mlx5_0:1/RoCE …\" list (\"\" when none was logged), gdr=\"true\" with /GDRDMA (GPUDirect RDMA), \"false\" when the bytes are staged through host memory. gpu as in fabric_nccl_peer_transport_info. At most 64 per process.",
 			gauge, "host", "pid", "gpu", "net", "index", "device", "gdr"),
+		gdrPath: env.Families.NewFamily("fabric_nccl_gdr_path_info",
+			"NCCL's own GPUDirect RDMA decision for a GPU and a NET device, from \"GPU Direct RDMA Enabled|Disabled for GPU … / HCA … (distance D <= M)\" (NCCL 2.4-2.29; 2.30 logs it at TRACE only): gdr=\"enabled\" or \"disabled\", distance NCCL's path type between them, max_distance the job's NCCL_NET_GDR_LEVEL as NCCL resolved it (numbers of that NCCL release), mode Default or PCI (2.26+, \"\" before). NCCL prints it only for a NET device that can do GDR (nvidia-peermem or DMA-BUF). gpu as in fabric_nccl_peer_transport_info (a bus id as its PCI address); for 2.24-2.28, which print the rank, the device of that rank in the process's channel lines, \"\" when none names it (rank is set when the line printed one). device is the entry of index in the latest \"NET/IB : Using\" list. At most 64 per process.",
+			gauge, "host", "pid", "gpu", "rank", "index", "device", "gdr", "distance", "max_distance", "mode"),
+		dmaBuf: env.Families.NewFamily("fabric_nccl_dmabuf_info",
+			"\"DMA-BUF is available on GPU device N\" (NCCL 2.13+): the CUDA device (CUDA's index, as the process sees it) can register GPU memory with the HCA through DMA-BUF, without a peer-memory module. NCCL prints nothing when it is not available. At most 16 per process.",
+			gauge, "host", "pid", "cuda_device"),
 		commRanks: env.Families.NewFamily("fabric_nccl_communicator_ranks",
 			"The largest communicator (ranks) the NCCL process logged, from \"comm 0x… rank 10 nranks 16 … - Init START|COMPLETE\" and the like (every NCCL version); absent until such a line was read.",
 			gauge, "host", "pid"),
@@ -272,6 +278,12 @@ func (c *ncclCollector) Update(ctx context.Context, b *exposition.Batch) error {
 				b.Add(e, 1)
 			}
 			for _, e := range s.netUses {
+				b.Add(e, 1)
+			}
+			for _, e := range s.gdrPaths {
+				b.Add(e, 1)
+			}
+			for _, e := range s.dmaBuf {
 				b.Add(e, 1)
 			}
 			if p.Ranks > 0 {
@@ -384,6 +396,25 @@ func (c *ncclCollector) seriesOf(p *nccl.Process) *ncclSeries {
 	s.netUses = s.netUses[:0]
 	for _, e := range p.NetUses {
 		s.netUses = append(s.netUses, c.netGDR.With(h, pid, e.GPU, e.Net, strconv.Itoa(e.Index), netDeviceName(p, e), strconv.FormatBool(e.GDR)))
+	}
+	s.gdrPaths = s.gdrPaths[:0]
+	for _, g := range p.GDRPaths {
+		rank, state, dev := "", "disabled", ""
+		if g.Rank >= 0 {
+			rank = strconv.Itoa(g.Rank)
+		}
+		if g.Enabled {
+			state = "enabled"
+		}
+		if g.Index < len(p.Devices) && !p.DevicesMerged {
+			dev = p.Devices[g.Index].Name
+		}
+		s.gdrPaths = append(s.gdrPaths, c.gdrPath.With(h, pid, p.GDRPathGPU(g), rank, strconv.Itoa(g.Index), dev, state,
+			strconv.Itoa(g.Distance), strconv.Itoa(g.MaxDistance), g.Mode))
+	}
+	s.dmaBuf = s.dmaBuf[:0]
+	for _, d := range p.DMABuf {
+		s.dmaBuf = append(s.dmaBuf, c.dmaBuf.With(h, pid, d))
 	}
 	return s
 }

@@ -508,3 +508,32 @@ fabric_nccl_net_gdr_info{device="",gdr="true",gpu="0",host="h",index="1",net="IB
 fabric_nccl_net_gdr_info{device="",gdr="false",gpu="0",host="h",index="0",net="IB",pid="5"} 1
 `, "fabric_nccl_net_gdr_info")
 }
+
+// TestNCCLGDRPathSeries: NCCL's own GPUDirect RDMA statement and DMA-BUF
+// line of the real 2.16.5 log (NVIDIA/nccl-tests#350): HCA 1 is mlx5_2 of
+// its device list; and a 2.26+ rank-only line resolved through the
+// channel lines (the rank of another local GPU stays gpu="").
+func TestNCCLGDRPathSeries(t *testing.T) {
+	c := newTestNCCL(t, NCCLOptions{LogPaths: []string{"fixtures/nccl-gdr/*.log"}})
+	c.poll()
+	compare(t, c, `
+# HELP fabric_nccl_dmabuf_info "DMA-BUF is available on GPU device N" (NCCL 2.13+): the CUDA device (CUDA's index, as the process sees it) can register GPU memory with the HCA through DMA-BUF, without a peer-memory module. NCCL prints nothing when it is not available. At most 16 per process.
+# TYPE fabric_nccl_dmabuf_info gauge
+fabric_nccl_dmabuf_info{cuda_device="0",host="n013",pid="101855"} 1
+# HELP fabric_nccl_gdr_path_info NCCL's own GPUDirect RDMA decision for a GPU and a NET device, from "GPU Direct RDMA Enabled|Disabled for GPU … / HCA … (distance D <= M)" (NCCL 2.4-2.29; 2.30 logs it at TRACE only): gdr="enabled" or "disabled", distance NCCL's path type between them, max_distance the job's NCCL_NET_GDR_LEVEL as NCCL resolved it (numbers of that NCCL release), mode Default or PCI (2.26+, "" before). NCCL prints it only for a NET device that can do GDR (nvidia-peermem or DMA-BUF). gpu as in fabric_nccl_peer_transport_info (a bus id as its PCI address); for 2.24-2.28, which print the rank, the device of that rank in the process's channel lines, "" when none names it (rank is set when the line printed one). device is the entry of index in the latest "NET/IB : Using" list. At most 64 per process.
+# TYPE fabric_nccl_gdr_path_info gauge
+fabric_nccl_gdr_path_info{device="mlx5_2",distance="6",gdr="enabled",gpu="0000:81:00.0",host="n013",index="1",max_distance="7",mode="",pid="101855",rank=""} 1
+fabric_nccl_gdr_path_info{device="mlx5_0",distance="7",gdr="enabled",gpu="0000:81:00.0",host="n013",index="0",max_distance="7",mode="",pid="101855",rank=""} 1
+`, "fabric_nccl_gdr_path_info", "fabric_nccl_dmabuf_info")
+
+	c = scanText(t, "h:7:7 [5] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_3:1/RoCE [RO]; OOB eth0:10.0.0.1<0>\n"+
+		"h:7:8 [5] NCCL INFO GPU Direct RDMA Disabled for GPU 2 / HCA 1 (distance 9 > 5)\n"+
+		"h:7:8 [5] NCCL INFO GPU Direct RDMA Enabled for GPU 9 / HCA 0 (distance 4 <= 5), read 0 mode Default\n"+
+		"h:7:8 [5] NCCL INFO Channel 03/0 : 2[5] -> 11[3] [send] via NET/IB/1\n")
+	compare(t, c, `
+# HELP fabric_nccl_gdr_path_info NCCL's own GPUDirect RDMA decision for a GPU and a NET device, from "GPU Direct RDMA Enabled|Disabled for GPU … / HCA … (distance D <= M)" (NCCL 2.4-2.29; 2.30 logs it at TRACE only): gdr="enabled" or "disabled", distance NCCL's path type between them, max_distance the job's NCCL_NET_GDR_LEVEL as NCCL resolved it (numbers of that NCCL release), mode Default or PCI (2.26+, "" before). NCCL prints it only for a NET device that can do GDR (nvidia-peermem or DMA-BUF). gpu as in fabric_nccl_peer_transport_info (a bus id as its PCI address); for 2.24-2.28, which print the rank, the device of that rank in the process's channel lines, "" when none names it (rank is set when the line printed one). device is the entry of index in the latest "NET/IB : Using" list. At most 64 per process.
+# TYPE fabric_nccl_gdr_path_info gauge
+fabric_nccl_gdr_path_info{device="mlx5_3",distance="9",gdr="disabled",gpu="5",host="h",index="1",max_distance="5",mode="",pid="7",rank="2"} 1
+fabric_nccl_gdr_path_info{device="mlx5_0",distance="4",gdr="enabled",gpu="",host="h",index="0",max_distance="5",mode="Default",pid="7",rank="9"} 1
+`, "fabric_nccl_gdr_path_info")
+}

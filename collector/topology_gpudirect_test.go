@@ -3,6 +3,7 @@ package collector
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -158,6 +159,73 @@ func TestGPUDirectH200VM(t *testing.T) {
 	}
 	if _, ok := pv["fabric_pcie_link_info{0000:00:06.0,endpoint,,0x10de,0x2335}"]; !ok {
 		t.Errorf("the GPU is not on the pcie path: %v", pv)
+	}
+	if errs.Value() != 0 {
+		t.Errorf("%v read errors", errs.Value())
+	}
+}
+
+// A real IOMMU in translation mode (collector/fixtures/iommu-translated/
+// README.md: a QEMU q35 guest with intel-iommu and an NVIDIA MX250 passed
+// through, posted to qemu-devel): every group's type is DMA, so the
+// exporter must say translated, with the GPU's group and its type.
+func TestGPUDirectIOMMUTranslatedVM(t *testing.T) {
+	dir := t.TempDir()
+	write := func(p, v string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := func(target, p string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(dir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// lspci's classes of the eight functions behind dmar0, and their groups.
+	funcs := []struct{ bdf, vendor, class, group string }{
+		{"0000:00:00.0", "0x8086", "0x060000", "0"}, // Host bridge
+		{"0000:00:01.0", "0x1234", "0x030000", "1"}, // VGA compatible controller
+		{"0000:00:02.0", "0x8086", "0x020000", "2"}, // Ethernet controller
+		{"0000:00:03.0", "0x10de", "0x030200", "3"}, // 3D controller: NVIDIA GP108M [GeForce MX250]
+		{"0000:00:04.0", "0x1af4", "0x010000", "4"}, // SCSI storage controller: virtio block
+		{"0000:00:1f.0", "0x8086", "0x060100", "5"}, // ISA bridge
+		{"0000:00:1f.2", "0x8086", "0x010601", "5"}, // SATA controller [AHCI mode]
+		{"0000:00:1f.3", "0x8086", "0x0c0500", "5"}, // SMBus
+	}
+	for _, f := range funcs {
+		dev := "devices/pci0000:00/" + f.bdf
+		write(dev+"/vendor", f.vendor)
+		write(dev+"/class", f.class)
+		write(dev+"/numa_node", "-1")
+		link("../../../devices/pci0000:00/"+f.bdf, "bus/pci/devices/"+f.bdf)
+		link("../../../../devices/pci0000:00/"+f.bdf, "class/iommu/dmar0/devices/"+f.bdf)
+		link("../../../../devices/pci0000:00/"+f.bdf, "kernel/iommu_groups/"+f.group+"/devices/"+f.bdf)
+		link("../../../kernel/iommu_groups/"+f.group, dev+"/iommu_group")
+	}
+	for g := range 6 {
+		write("kernel/iommu_groups/"+strconv.Itoa(g)+"/type", "DMA")
+	}
+	os.MkdirAll(filepath.Join(dir, "class/infiniband"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "module/nouveau"), 0o755)
+
+	topo, errs := newTestTopology(t, dir)
+	v := updateValues(t, topo)
+	if v["fabric_iommu_info{translated}"] != 1 || len(keysWith(v, "fabric_iommu_info")) != 1 {
+		t.Errorf("IOMMU: %v", keysWith(v, "iommu"))
+	}
+	if v["fabric_pci_device_iommu_group_info{gpu,0,0000:00:03.0,3,DMA}"] != 1 || len(keysWith(v, "iommu_group_info")) != 1 {
+		t.Errorf("the GPU's group: %v", keysWith(v, "iommu_group_info"))
+	}
+	if got, ok := v["fabric_gpu_peer_memory_module_loaded{nvidia_peermem}"]; !ok || got != 0 {
+		t.Errorf("nvidia_peermem %v %v, want 0", got, ok)
 	}
 	if errs.Value() != 0 {
 		t.Errorf("%v read errors", errs.Value())

@@ -110,6 +110,8 @@ func ncclFixtureLines(t testing.TB) [][]byte {
 	files, _ := filepath.Glob(filepath.Join(fixtureNCCL, "*.log"))
 	versions, _ := filepath.Glob(filepath.Join(fixtureNCCLVersions, "*.log"))
 	files = append(files, versions...)
+	gdr, _ := filepath.Glob(filepath.Join(fixtureNCCLGDR, "*.log"))
+	files = append(files, gdr...)
 	var out [][]byte
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -119,6 +121,11 @@ func ncclFixtureLines(t testing.TB) [][]byte {
 		out = append(out, bytes.Split(b, []byte("\n"))...)
 	}
 	for _, s := range []string{
+		"h:1:2 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for GPU 1[1] / HCA 0 (distance 4 >= 4)",
+		"h:1:2 [0] NCCL INFO GPU Direct RDMA Disabled for GPU ca000 / HCA c (distance 7 > 5)",
+		"h:1:2 [5] NCCL INFO GPU Direct RDMA Enabled for GPU 8 / HCA 0 (distance 4 <= 4), read 0 mode Default",
+		"h:1:2 [0] NCCL INFO GPU Direct RDMA Disabled for GPU/0-106496 (rank 2) - NET/0-3 ( using PXN via GPU/0-110592, distance 7 > 5)",
+		"h:1:2 [0] NCCL INFO GPU Direct RDMA Enabled for GPU/0-106496 (rank 2) - NET/0-1 (distance 4 <= 5, read 1, mode PCI)",
 		"(RayWorkerWrapper pid=4711) g:4711:4800 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA [repeated 7x across cluster]",
 		"h:5:5 [0] NCCL INFO NET/IB : Using [0]={[0] mlx5_0:1/RoCE, [1] mlx5_1:1/RoCE} [1]mlx5_2:1/IB/SHARP [RO]; OOB eth0:10.0.0.1<0>",
 		"h:6:6 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0> [1]eth1:fe80::1%eth1<0>",
@@ -235,7 +242,8 @@ func FuzzParseNCCLLine(f *testing.F) {
 			for _, p := range procs {
 				if len(p.Conns) > maxConnKinds || len(p.Devices) > maxListItems || len(p.Interfaces) > maxListItems ||
 					len(p.Env) > maxEnv || len(p.GDRDisabled) > maxGDRDisabled ||
-					len(p.Peers) > maxPeers || len(p.NetUses) > maxNetUses {
+					len(p.Peers) > maxPeers || len(p.NetUses) > maxNetUses ||
+					len(p.GDRPaths) > maxGDRPaths || len(p.DMABuf) > maxDMABuf || len(p.rankDev) > maxRankDevs {
 					t.Fatalf("%q: unbounded state", line)
 				}
 				strs := []string{p.Host, p.PID, p.Net, p.Version, p.CUDA, p.InitFailure}
@@ -255,6 +263,13 @@ func FuzzParseNCCLLine(f *testing.F) {
 				for _, e := range p.Peers {
 					strs = append(strs, e.GPU, e.PeerGPU, e.Transport)
 				}
+				for _, g := range p.GDRPaths {
+					strs = append(strs, g.GPU, g.Mode)
+					if g.Index < 0 || g.Index > 9999 {
+						t.Fatalf("%q: GDR NET index %d", line, g.Index)
+					}
+				}
+				strs = append(strs, p.DMABuf...)
 				for _, e := range p.NetUses {
 					strs = append(strs, e.GPU, e.Net)
 					if e.Index < 0 || e.Index > 9999 {

@@ -76,6 +76,8 @@ const (
 	evPluginNone                // "NET/Plugin : No plugin found …": no external net plugin is in use
 	evComm                      // "comm 0x… rank 10 nranks 16 …": ranks (and nodes when logged)
 	evVerbsLibMissing           // "Failed to open libibverbs.so[.1]": NCCL could not load libibverbs
+	evGDRPath                   // "GPU Direct RDMA Enabled for GPU 1a000 / HCA 0 (distance 4 <= 5), read 0" (gdr.go)
+	evDMABuf                    // "DMA-BUF is available on GPU device 0": name = CUDA device
 )
 
 // Evidence says how sure a line is about the network a process uses; a
@@ -119,6 +121,10 @@ type event struct {
 	list        []byte // evNetDevices, evSocketIfs: the "[0]…" list
 	ranks       uint32 // evComm: the communicator's ranks…
 	nodes       uint32 // …and nodes (0: not in the line)
+	// evGDRPath (gdr.go): name the GPU, value the HCA as written, form how
+	rank, dist, maxDist, read int32
+	mode                      []byte
+	form                      uint8
 }
 
 var (
@@ -199,6 +205,10 @@ func classifyTo(msg []byte, ev *event) {
 				return
 			}
 		}
+	case 'G':
+		parseGDRPath(msg, ev) // 2.6-2.29
+	case 'D':
+		parseDMABuf(msg, ev)
 	case 'N':
 		if bytes.HasPrefix(msg, msgNET) {
 			parseNETMessage(msg, ev)
@@ -338,6 +348,8 @@ func parseNETMessage(msg []byte, ev *event) {
 		*ev = event{kind: kind, name: net, list: list}
 	case bytes.HasPrefix(body, msgNoDevice):
 		*ev = event{kind: evNetNoDevice, name: net}
+	case bytes.HasPrefix(body, msgGDRPrefix) && bytes.Contains(body, msgHCA):
+		parseGDRPath(body, ev) // 2.4-2.5: "NET/IB : GPU Direct RDMA Disabled for GPU 0[0] / HCA 0 (…)"
 	case bytes.HasPrefix(body, msgGDRDisabled):
 		// "… for HCA 1 'mlx5_1' (no module)", "… for HCA 0 'lo'"
 		d := body[len(msgGDRDisabled):]

@@ -210,6 +210,7 @@ func (p *Process) connectionPeer(msg, via []byte, ev *event) {
 	if !ok {
 		return
 	}
+	p.noteLocalRanks(msg, ev.net == nil)
 	if ev.net != nil {
 		if i := netIndex(via[len(ev.name):]); i >= 0 {
 			p.addNetUse(local, ev.net, i, ev.gdr)
@@ -218,3 +219,64 @@ func (p *Process) connectionPeer(msg, via []byte, ev *event) {
 	}
 	p.addPeer(local, peer, ev.name)
 }
+
+// noteLocalRanks records the rank and device of this process's end of a
+// connection line ("2[2] -> 11[3] [send]": rank 2 is GPU 2), and of both
+// ends of an intra-node one (P2P, SHM): a rank-only "GPU Direct RDMA …
+// for GPU %d" line (2.24-2.28) is resolved through them.
+func (p *Process) noteLocalRanks(msg []byte, both bool) {
+	a := bytes.Index(msg, msgArrow)
+	if a < 0 {
+		return
+	}
+	left := msg[:a]
+	if s := bytes.LastIndexByte(left, ' '); s >= 0 {
+		left = left[s+1:]
+	}
+	right := msg[a+len(msgArrow):]
+	if s := bytes.IndexByte(right, ' '); s >= 0 {
+		right = right[:s]
+	}
+	tail := msg[a+len(msgArrow):]
+	if v := bytes.Index(tail, msgVia); v >= 0 {
+		tail = tail[:v]
+	}
+	recv := bytes.Contains(tail, msgReceive)
+	if both || !recv {
+		p.noteRank(left)
+	}
+	if both || recv {
+		p.noteRank(right)
+	}
+}
+
+// noteRank records "rank[dev]".
+func (p *Process) noteRank(tok []byte) {
+	dev, ok := bracketDev(tok)
+	if !ok {
+		return
+	}
+	r := tok[:bytes.IndexByte(tok, '[')]
+	if len(r) > 7 {
+		return
+	}
+	rank := int(atoi32(r))
+	for _, e := range p.rankDev {
+		if e.rank == rank {
+			return
+		}
+	}
+	if len(p.rankDev) < maxRankDevs {
+		if g := deviceLabel(dev); g != "" {
+			p.rankDev = append(p.rankDev, rankDev{rank, g})
+			p.Gen++
+		}
+	}
+}
+
+type rankDev struct {
+	rank int
+	gpu  string
+}
+
+const maxRankDevs = 64

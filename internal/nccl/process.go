@@ -43,6 +43,11 @@ type Process struct {
 	Interfaces    []string      // the latest "NET/Socket : Using" list, at most 64
 	Env           []KV          // "NCCL_X set by environment to V", at most 64
 	GDRDisabled   []GDRDisabled // "GPU Direct RDMA Disabled for HCA", at most 64
+	// GDRPaths: "GPU Direct RDMA Enabled|Disabled for GPU … / HCA …", at
+	// most 64; DMABuf: the CUDA devices of "DMA-BUF is available on GPU
+	// device %d", at most 16 (gdr.go).
+	GDRPaths []GDRPath
+	DMABuf   []string
 	// Peers are the intra-node connections by local and peer GPU and
 	// transport, NetUses the NET connections by local GPU, NET device
 	// index and GDR (peer.go); at most 64 each.
@@ -59,12 +64,13 @@ type Process struct {
 	IBNoDevice, VerbsLibMissing bool
 
 	pidNum  uint64
-	local   bool     // host is this machine and pid is numeric
-	gone    bool     // expired or evicted: caches must not use it
-	via     [64]byte // the text after " via " of the latest connection line…
-	viaLen  int      //
-	viaConn int      // …and its entry in Conns (-1: none)
-	devKey  string   // the device list as logged, to skip repeats
+	rankDev []rankDev // local ranks and their devices, from connection lines (peer.go)
+	local   bool      // host is this machine and pid is numeric
+	gone    bool      // expired or evicted: caches must not use it
+	via     [64]byte  // the text after " via " of the latest connection line…
+	viaLen  int       //
+	viaConn int       // …and its entry in Conns (-1: none)
+	devKey  string    // the device list as logged, to skip repeats
 	ifKey   string
 	netLogs uint8 // evidence debug lines logged
 
@@ -165,6 +171,10 @@ func (t *Tracker) apply(p *Process, ev *event) {
 		}
 	case evGDRDisabled:
 		p.setGDRDisabled(ev.net, ev.name, ev.value)
+	case evGDRPath:
+		p.setGDRPath(ev)
+	case evDMABuf:
+		p.setDMABuf(ev.name)
 	case evComm:
 		p.Ranks = max(p.Ranks, ev.ranks)
 		p.Nodes = max(p.Nodes, ev.nodes)
