@@ -89,7 +89,7 @@ test-scaleout:
 	  echo "building thanos $(THANOS_VERSION) into build/tools (many minutes on two cores, once)"; \
 	  set -e; dir=$$(GOFLAGS=-mod=mod $(GO) mod download -json github.com/thanos-io/thanos@$(THANOS_VERSION) | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'); \
 	  src=$(CURDIR)/build/thanos-src-$(THANOS_VERSION); rm -rf $$src; cp -r "$$dir" $$src; chmod -R u+w $$src; \
-	  (cd $$src && $(GO) build -o $(THANOS).tmp ./cmd/thanos); mv $(THANOS).tmp $(THANOS); rm -rf $$src; \
+	  (cd $$src && $(GO) build -buildvcs=false -o $(THANOS).tmp ./cmd/thanos); mv $(THANOS).tmp $(THANOS); rm -rf $$src; \
 	fi
 	THANOS_BIN=$(THANOS) $(GO) test -tags scaleout -count=1 -v -run '^TestScaleOutThanos$$' ./e2e
 
