@@ -285,7 +285,7 @@ func TestScaleOutThanos(t *testing.T) {
 			t.Errorf("%s sent %d times, want once", k, c)
 		}
 	}
-	t.Logf("%d alerts sent, once each: %v", len(sent), sent)
+	t.Logf("%d alerts sent (times each): %v", len(sent), sent)
 
 	// Every dashboard query through thanos query and through the reference,
 	// at the same instants: the range queries over the last minute at the
@@ -520,13 +520,13 @@ func labelKey(m map[string]string) string {
 	return "{" + strings.Join(l, ",") + "}"
 }
 
-// tolerance is how far apart (relative) two servers' values may be: a
-// sample's value is the fleet's at the moment it answers, its timestamp
-// the moment the scrape began, milliseconds apart on a loaded machine,
-// which moves a 1m rate by about 1e-5 (the largest difference seen here is
-// logged). A double-counted or missing node, a replica not deduplicated, a
-// recorded series from the wrong shard are 100 % off.
-const tolerance = 1e-3
+// tolerance is how far apart (relative) two servers' values may be: the
+// fleet serves every sample with its timestamp (-steady), so they store the
+// same points of the same curves and differ by floating-point rounding
+// (the largest difference seen is logged). A double-counted or missing
+// node, a replica not deduplicated, a recorded series from the wrong shard
+// are 100 % off.
+const tolerance = 1e-9
 
 // maxRel is the largest relative difference diffResults has seen.
 var maxRel float64

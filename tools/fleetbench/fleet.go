@@ -29,9 +29,10 @@ type fleet struct {
 	nodes map[string]*node
 	names []string
 	// steady: every counter is value + rate·(now − t0) and every gauge its
-	// template value, a function of the wall clock alone, so that servers
-	// scraping the same node at different moments store the same curve
-	// (-serve -steady: the distributed test compares them).
+	// template value, a function of the wall clock alone, each sample with
+	// its timestamp, so that servers scraping the same node at different
+	// moments store the same curve (-serve -steady: the distributed test
+	// compares them).
 	steady bool
 	t0     time.Time
 }
@@ -116,11 +117,17 @@ func (f *fleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer bufPool.Put(buf)
 	nd.mu.Lock()
 	now := time.Now()
+	var stamp []byte
 	if f.steady {
-		el := now.Sub(f.t0).Seconds()
+		// The value at a whole millisecond, with that millisecond as the
+		// sample's timestamp: the scraper's own timestamp (when its
+		// scrape began) is milliseconds off under load.
+		ms := now.UnixMilli()
+		el := float64(ms-f.t0.UnixMilli()) / 1000
 		for i, s := range nd.series {
 			nd.vals[i] = s.value + s.rate*el
 		}
+		stamp = strconv.AppendInt([]byte{' '}, ms, 10)
 	}
 	dt := 0.0
 	if !nd.last.IsZero() {
@@ -146,6 +153,7 @@ func (f *fleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		buf.Write(nd.prefix[i])
 		b = strconv.AppendFloat(b[:0], v, 'g', -1, 64)
 		buf.Write(b)
+		buf.Write(stamp)
 		buf.WriteByte('\n')
 	}
 	nd.mu.Unlock()
