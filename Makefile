@@ -68,7 +68,7 @@ test: fmt vet nogpu
 # vmagent and vmalert, pinned, installed from the Go module proxy into
 # build/tools (a few minutes the first time, cached after), then the test
 # that runs the shipped rules there (e2e/scaleout_test.go); then Thanos
-# (deploy/thanos/README.md, e2e/thanos_test.go, about 3.5 minutes). .ci/run
+# (deploy/thanos/README.md, e2e/thanos_test.go, 3 to 4 minutes). .ci/run
 # runs it.
 VM_VERSION ?= v1.151.0
 VM_BIN_DIR := $(CURDIR)/build/tools/victoriametrics-$(VM_VERSION)
