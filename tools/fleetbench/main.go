@@ -20,9 +20,12 @@
 // eight rails at 10 % of the busiest: RailImbalance, pending for its 10m),
 // 2 a PFC storm on eth3 (paused half the time, a pause-storm event per
 // scrape: PFCStorm), 3 retransmissions on mlx5_2 (200 local ACK timeouts/s:
-// RoCERetransmissions), 4 NCCL on sockets (fabric_nccl_net_info net=Socket:
-// NCCLSocketFallback). Every other alert that fires or pends is a false
+// RoCERetransmissions), 4 NCCL on sockets (fabric_nccl_net_info net=Socket and
+// NET/Socket channel connections, fabric_nccl_connections: NCCLSocketFallback). Every other alert that fires or pends is a false
 // alert and fails the run.
+//
+// Planted fault 5: rail mlx5_1 down (fabric_rdma_port_up 0: RailLinkDown).
+// With -serve it only serves the fleet (e2e/thanos_test.go scrapes it).
 //
 // Per N (-nodes) it reports: head series and series per node; per rule
 // group the mean and maximum evaluation time per round (polled from
@@ -43,6 +46,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -68,7 +72,9 @@ func main() {
 	flag.IntVar(&repeats, "repeats", repeats, "with -cost: evaluations of each rule and dashboard query (their CPU time is averaged; more repeats, less noise from the garbage collector)")
 	flag.BoolVar(&costQueries, "cost-queries", costQueries, "with -cost: also measure every dashboard query")
 	var (
-		dump = flag.String("dump", "", "write the node template (the exporter's output) to this file and exit")
+		dump   = flag.String("dump", "", "write the node template (the exporter's output) to this file and exit")
+		serve  = flag.String("serve", "", "serve the fleet of -nodes nodes (one size) at this address until killed, without Prometheus: /metrics?node=nodeNNNN (the distributed test, e2e/thanos_test.go)")
+		steady = flag.Bool("steady", false, "with -serve: counters grow at exactly their rate and gauges keep their template value, so that every server scraping a node stores the same curve")
 	)
 	flag.Parse()
 	if *costRules != "" {
@@ -109,6 +115,14 @@ func main() {
 	}
 	tmpl := parseTemplate(text)
 	log("template: %d series per node (%d counters)", len(tmpl.series), tmpl.counters())
+	if *serve != "" {
+		n, err := strconv.Atoi(*nodesFlag)
+		check(err)
+		f := newFleet(tmpl, n)
+		f.steady, f.t0 = *steady, time.Now()
+		log("serving %d nodes at http://%s/metrics?node=node0000", n, *serve)
+		check(http.ListenAndServe(*serve, f))
+	}
 
 	var results []result
 	for _, f := range strings.Split(*nodesFlag, ",") {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
@@ -92,5 +95,50 @@ fabric_process_rdma_device_visible{comm="x",device="mlx5_0",node="uverbs0",pid="
 	}
 	if l := f.nodes["node0000"].series[3].labels; !strings.Contains(l, `net="IB"`) {
 		t.Errorf("healthy node: %s", l)
+	}
+	// The socket node's channels on NET/Socket (the rule's evidence that
+	// the job spans nodes); no other node has them.
+	if s := f.nodes["node0004"].series; len(s) != 6 || s[5].name != "fabric_nccl_connections" || s[5].labels != `{gdr="false",host="h",pid="1",transport="NET/Socket"}` {
+		t.Errorf("socket node connections: %+v", s[len(s)-1])
+	}
+	if n := len(f.nodes["node0000"].series); n != 5 {
+		t.Errorf("healthy node: %d series, want 5", n)
+	}
+}
+
+func TestFleetRailDownAndSteady(t *testing.T) {
+	tm := parseTemplate([]byte(`# TYPE fabric_rdma_port_up gauge
+fabric_rdma_port_up{device="mlx5_0",port="1",rail="mlx5_0"} 1
+fabric_rdma_port_up{device="mlx5_1",port="1",rail="mlx5_1"} 1
+# TYPE fabric_rdma_port_transmitted_bytes_total counter
+fabric_rdma_port_transmitted_bytes_total{device="mlx5_0",port="1"} 10
+`))
+	f := newFleet(tm, 6)
+	if v := f.nodes["node0005"].series[1].value; v != 0 {
+		t.Errorf("rail down node: mlx5_1 up = %v, want 0", v)
+	}
+	if v := f.nodes["node0005"].series[0].value; v != 1 {
+		t.Errorf("rail down node: mlx5_0 up = %v, want 1", v)
+	}
+	// Steady: the counter is its value plus rate × the time since t0,
+	// whoever scraped before.
+	f.steady, f.t0 = true, time.Now().Add(-10*time.Second)
+	for range 2 {
+		rec := httptest.NewRecorder()
+		f.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics?node=node0000", nil))
+		var v float64
+		for _, l := range strings.Split(rec.Body.String(), "\n") {
+			if strings.HasPrefix(l, "fabric_rdma_port_transmitted_bytes_total{") {
+				var ms int64
+				fmt.Sscan(l[strings.IndexByte(l, ' ')+1:], &v, &ms)
+				// The value is the counter's at the sample's timestamp.
+				if want := 10 + 3e9*float64(ms-f.t0.UnixMilli())/1000; v != want {
+					t.Errorf("steady counter %g at %d, want %g", v, ms, want)
+				}
+			}
+		}
+		if v == 0 {
+			t.Error("no counter")
+		}
 	}
 }
