@@ -102,13 +102,7 @@ func TestProcessCauseEach(t *testing.T) {
 			"nccl_ib_disable,nccl_net_socket,nccl_ib_hca_matches_no_rail,socket_ifname_not_a_rail"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			procDir := copyTree(t, fixtureProc)
-			if tc.env != nil {
-				env := base + strings.Join(tc.env, "\x00") + "\x00"
-				if err := os.WriteFile(filepath.Join(procDir, "4311", "environ"), []byte(env), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			procDir := procWithEnviron(t, "4311", base, tc.env)
 			c, _, _ := newTestProcess(t, processOptions(t, procDir))
 			got := fallbackCauses(t, c)
 			if got["4311"] != tc.want {

@@ -53,13 +53,7 @@ func TestProcessRDMARequired(t *testing.T) {
 		{"NCCL_IB_HCA excludes all", []string{"NCCL_IB_HCA=^"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			procDir := copyTree(t, fixtureProc)
-			if tc.env != nil {
-				env := base + strings.Join(tc.env, "\x00") + "\x00"
-				if err := os.WriteFile(filepath.Join(procDir, "4311", "environ"), []byte(env), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			procDir := procWithEnviron(t, "4311", base, tc.env)
 			c, errs, _ := newTestProcess(t, processOptions(t, procDir))
 			out, err := processScrape(t, c)
 			if err != nil {
@@ -110,4 +104,18 @@ func TestProcessRDMARequiredVanishedDevice(t *testing.T) {
 	if got := grepLines(out, "fabric_process_rdma_device_required", `device="mlx5_3"`); len(got) > 0 {
 		t.Errorf("series for the vanished device:\n%s", strings.Join(got, "\n"))
 	}
+}
+
+// procWithEnviron copies the fixture /proc and, when env is not nil, gives
+// pid the environment base followed by env (NUL-separated).
+func procWithEnviron(t *testing.T, pid, base string, env []string) string {
+	t.Helper()
+	procDir := copyTree(t, fixtureProc)
+	if env != nil {
+		b := base + strings.Join(env, "\x00") + "\x00"
+		if err := os.WriteFile(filepath.Join(procDir, pid, "environ"), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return procDir
 }

@@ -125,15 +125,7 @@ func deviceLabel(dev []byte) string {
 	if err != nil {
 		return ""
 	}
-	b := make([]byte, 0, 16)
-	b = appendHex(b, v>>20, 4)
-	b = append(b, ':')
-	b = appendHex(b, (v>>12)&0xff, 2)
-	b = append(b, ':')
-	b = appendHex(b, (v>>4)&0xff, 2)
-	b = append(b, '.')
-	b = appendHex(b, v&0xf, 1)
-	return string(b)
+	return busIDLabel(v)
 }
 
 func appendHex(b []byte, v uint64, width int) []byte {
