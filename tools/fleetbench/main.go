@@ -58,7 +58,7 @@ func main() {
 	var (
 		nodesFlag = flag.String("nodes", "50,500,1000", "comma-separated fleet sizes, one run each")
 		promBin   = flag.String("prometheus", "prometheus", "Prometheus binary")
-		rules     = flag.String("rules", "alerts/fabric-rules.yml", "rules file Prometheus loads")
+		rules     = flag.String("rules", "alerts/fabric-rules.yml", "rules file Prometheus loads; several, comma-separated, run one after the other on the same fleet (before and after a change, in one run)")
 		exporter  = flag.String("exporter", "", "fabric_exporter binary (default: go build ./cmd/fabric_exporter)")
 		template  = flag.String("template", "", "use this exposition text as the node template instead of scraping the exporter")
 		interval  = flag.Duration("interval", 15*time.Second, "scrape and evaluation interval")
@@ -70,11 +70,15 @@ func main() {
 		costRules = flag.String("cost", "", "comma-separated rules files: after the warm-up, stop scraping and rule evaluation and measure Prometheus's CPU time for every rule of each file, and for every dashboard query, at one instant (robust on a loaded machine, unlike wall times); skips the measured window")
 	)
 	flag.IntVar(&repeats, "repeats", repeats, "with -cost: evaluations of each rule and dashboard query (their CPU time is averaged; more repeats, less noise from the garbage collector)")
-	flag.BoolVar(&costQueries, "cost-queries", costQueries, "with -cost: also measure every dashboard query")
+	flag.BoolVar(&restart, "restart", restart, "restart Prometheus on the same data at the end of the warm-up and measure the restarted server (a first start on an empty TSDB creates every series in its first round; a restart replays them from the WAL)")
+	flag.BoolVar(&costQueries, "cost-queries", costQueries, "also measure every dashboard query (with -cost at the instant, else after the measured window)")
 	var (
-		dump   = flag.String("dump", "", "write the node template (the exporter's output) to this file and exit")
-		serve  = flag.String("serve", "", "serve the fleet of -nodes nodes (one size) at this address until killed, without Prometheus: /metrics?node=nodeNNNN (the distributed test, e2e/thanos_test.go)")
-		steady = flag.Bool("steady", false, "with -serve: counters grow at exactly their rate and gauges keep their template value, so that every server scraping a node stores the same curve")
+		dump         = flag.String("dump", "", "write the node template (the exporter's output) to this file and exit")
+		serve        = flag.String("serve", "", "serve the fleet of -nodes nodes (one size) at this address until killed, without Prometheus: /metrics?node=nodeNNNN (the distributed test, e2e/thanos_test.go)")
+		backfillSpan = flag.Duration("backfill", 0, "the long view instead of a live run: this much history of -nodes nodes (one size) written as OpenMetrics, imported with promtool, the recording rules of -rules backfilled over it with promtool, then every dashboard query for one node over the whole span (backfill.go)")
+		promtool     = flag.String("promtool", "promtool", "with -backfill: promtool binary")
+		step         = flag.Duration("step", 30*time.Second, "with -backfill: the panels' step over the span (Grafana: the span over about 1,000 data points)")
+		steady       = flag.Bool("steady", false, "with -serve: counters grow at exactly their rate and gauges keep their template value, so that every server scraping a node stores the same curve")
 	)
 	flag.Parse()
 	if *costRules != "" {
@@ -97,12 +101,18 @@ func main() {
 		text, err = exporterOutput(work, *exporter)
 		check(err)
 	}
+	rulesFiles := strings.Split(*rules, ",")
+	*rules = rulesFiles[0]
 	if *railLabel {
+		if len(rulesFiles) > 1 {
+			check(fmt.Errorf("-rail-label takes one -rules file"))
+		}
 		text = addRailLabel(text)
 		b, err := os.ReadFile(*rules)
 		check(err)
 		*rules = filepath.Join(work, "rules-rail-label.yml")
 		check(os.WriteFile(*rules, dropRailJoins(b), 0o644))
+		rulesFiles[0] = *rules
 	}
 	for i, f := range costFiles {
 		if f == "-" {
@@ -124,18 +134,36 @@ func main() {
 		check(http.ListenAndServe(*serve, f))
 	}
 
+	if *backfillSpan > 0 {
+		n, err := strconv.Atoi(*nodesFlag)
+		check(err)
+		log("== the long view: %d nodes, %s", n, *backfillSpan)
+		lv, err := backfill(work, *promBin, *promtool, rulesFiles[0], tmpl, n, *interval, *backfillSpan, *step, log)
+		check(err)
+		printLongView(os.Stdout, lv)
+		if *jsonOut != "" {
+			b, _ := json.MarshalIndent(lv, "", "  ")
+			check(os.WriteFile(*jsonOut, b, 0o644))
+		}
+		if len(lv.Errors) > 0 {
+			exit(2)
+		}
+		return
+	}
 	var results []result
 	for _, f := range strings.Split(*nodesFlag, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		check(err)
-		log("== %d nodes", n)
-		r, err := run(work, *promBin, *rules, tmpl, n, *interval, *warmup, *measure, log)
-		if err != nil {
-			log("run %d: %v", n, err)
-			exit(1)
+		for _, rf := range rulesFiles {
+			log("== %d nodes, rules %s", n, rf)
+			r, err := run(work, *promBin, rf, tmpl, n, *interval, *warmup, *measure, log)
+			if err != nil {
+				log("run %d: %v", n, err)
+				exit(1)
+			}
+			results = append(results, r)
+			printResult(os.Stdout, r)
 		}
-		results = append(results, r)
-		printResult(os.Stdout, r)
 	}
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(results, "", "  ")

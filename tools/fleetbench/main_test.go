@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
@@ -140,5 +143,188 @@ fabric_rdma_port_transmitted_bytes_total{device="mlx5_0",port="1"} 10
 		if v == 0 {
 			t.Error("no counter")
 		}
+	}
+}
+
+// Evaluations fall into the epoch-aligned rounds of the interval; the
+// peak is the round whose evaluations add up to most, partial rounds at
+// the window's edges are left out.
+func TestRounds(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0) // a multiple of 15 s
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	evs := []evaluation{
+		{"fabric_exporter.alerts", at(3), 0.5},      // round 0
+		{"fabric_exporter.alerts", at(18), 0.5},     // round 1
+		{"fabric_exporter.physical", at(20), 4},     // round 1
+		{"fabric_exporter.rail_derived", at(29), 1}, // round 1, ends in round 2
+		{"fabric_exporter.alerts", at(33), 0.5},     // round 2
+		{"fabric_exporter.alerts", at(48), 9},       // round 3: outside the window
+	}
+	st := rounds(evs, 15*time.Second, t0, at(45))
+	if st.Rounds != 3 {
+		t.Fatalf("rounds %d, want 3", st.Rounds)
+	}
+	if st.PeakS != 5.5 || st.PeakAt != t0.Add(15*time.Second).UTC().Format("15:04:05") {
+		t.Errorf("peak %.2f at %s, want 5.5 at round 1", st.PeakS, st.PeakAt)
+	}
+	if st.PeakSpanS != 12 { // 18 s to 30 s
+		t.Errorf("span %.2f, want 12", st.PeakSpanS)
+	}
+	if want := (0.5 + 5.5 + 0.5) / 3; st.MeanS != want {
+		t.Errorf("mean %.3f, want %.3f", st.MeanS, want)
+	}
+	if got := strings.Join(st.PeakParts, ", "); got != "physical 4.00, rail_derived 1.00, alerts 0.50" {
+		t.Errorf("peak parts %q", got)
+	}
+	// The window starts mid-round: that round is left out.
+	if st := rounds(evs, 15*time.Second, at(1), at(45)); st.Rounds != 2 {
+		t.Errorf("rounds from mid-round %d, want 2", st.Rounds)
+	}
+	off := offsets(map[string]evaluation{"g": {"g", at(20), 1}}, map[string]float64{"g": 60})
+	if off["g"] != float64((t0.Unix()+20)%60) {
+		t.Errorf("offset %.1f", off["g"])
+	}
+}
+
+// Every record of the shipped rules lands in one pass, after every record
+// it reads; alerts in none; each pass is a rules file promtool accepts.
+func TestRecordPasses(t *testing.T) {
+	b, err := os.ReadFile("../../alerts/fabric-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	passes, records, err := recordPasses(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(passes) < 2 {
+		t.Fatalf("%d passes: the shipped rules have records that read records", len(passes))
+	}
+	promtool := testenv.Tool(t, "promtool")
+	passOf := map[string]int{}
+	var exprs [][]string
+	for i, p := range passes {
+		if strings.Contains(string(p), "alert:") {
+			t.Errorf("pass %d holds an alert", i)
+		}
+		var doc ruleDoc
+		if err := yaml.Unmarshal(p, &doc); err != nil {
+			t.Fatal(err)
+		}
+		var es []string
+		for _, g := range doc.Groups {
+			for _, r := range g.Rules {
+				if _, dup := passOf[r.Record]; dup {
+					t.Errorf("%s in two passes", r.Record)
+				}
+				passOf[r.Record] = i
+				es = append(es, r.Expr)
+			}
+		}
+		exprs = append(exprs, es)
+		f := filepath.Join(t.TempDir(), "pass.yml")
+		os.WriteFile(f, p, 0o644)
+		if o, err := exec.Command(promtool, "check", "rules", f).CombinedOutput(); err != nil {
+			t.Errorf("pass %d: promtool check rules: %v\n%s", i, err, o)
+		}
+	}
+	if len(passOf) != records {
+		t.Errorf("%d records in the passes, %d in the file", len(passOf), records)
+	}
+	for i, es := range exprs {
+		for _, e := range es {
+			for r, pr := range passOf {
+				if refersTo(e, r) && pr >= i {
+					t.Errorf("a record of pass %d reads %s of pass %d", i, r, pr)
+				}
+			}
+		}
+	}
+	if !refersTo("rate(x[1m]) / rail:fabric_rdma_link_speed:bits", "rail:fabric_rdma_link_speed:bits") ||
+		refersTo("rail:fabric_rdma_link_speed:bits_total", "rail:fabric_rdma_link_speed:bits") {
+		t.Error("refersTo matches parts of names")
+	}
+}
+
+// The backfill's OpenMetrics: each family's samples together, each series
+// in time order with the scrape's labels, counters rising, and promtool
+// imports it.
+func TestWriteOpenMetrics(t *testing.T) {
+	tm := parseTemplate([]byte(`# TYPE fabric_rdma_port_transmitted_bytes_total counter
+fabric_rdma_port_transmitted_bytes_total{device="mlx5_0",port="1"} 10
+# TYPE fabric_nccl_net_info gauge
+fabric_nccl_net_info{host="h",net="IB",pid="1"} 1
+# TYPE fabric_up_gauge gauge
+fabric_up_gauge 1
+`))
+	f := newFleet(tm, 5) // node0004 plants the socket fallback: one more family
+	dir := t.TempDir()
+	om := filepath.Join(dir, "f.om")
+	end := time.Unix(1_800_000_000, 0)
+	n, err := writeOpenMetrics(om, f, end, 2*time.Minute, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 5 nodes × 3 series + 1 (NET/Socket connections) + 5 up, 8 samples each.
+	if n != (5*3+1+5)*8 {
+		t.Errorf("%d samples", n)
+	}
+	b, _ := os.ReadFile(om)
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if lines[len(lines)-1] != "# EOF" {
+		t.Errorf("last line %q", lines[len(lines)-1])
+	}
+	done := map[string]bool{}
+	last := ""
+	prev := map[string][2]float64{}
+	for _, l := range lines[:len(lines)-1] {
+		name := l[:strings.IndexAny(l, "{ ")]
+		if name != last {
+			if done[name] {
+				t.Fatalf("family %s comes back after another: %q", name, l)
+			}
+			done[last], last = true, name
+		}
+		sp := strings.LastIndexByte(l[:strings.LastIndexByte(l, ' ')], ' ')
+		key := l[:sp]
+		var v, ts float64
+		fmt.Sscan(l[sp+1:], &v, &ts)
+		if p, ok := prev[key]; ok {
+			if ts != p[1]+15 {
+				t.Errorf("%s: %v after %v", key, ts, p[1])
+			}
+			if name == "fabric_rdma_port_transmitted_bytes_total" && v <= p[0] {
+				t.Errorf("counter %s falls: %v after %v", key, v, p[0])
+			}
+		} else if ts != float64(end.Unix()-120) {
+			t.Errorf("%s starts at %v", key, ts)
+		}
+		prev[key] = [2]float64{v, ts}
+		if !strings.Contains(l, `cluster="fleet",instance="node`) || !strings.Contains(l, `job="fabric"`) {
+			t.Errorf("no scrape labels: %s", l)
+		}
+	}
+	promtool := testenv.Tool(t, "promtool")
+	if o, err := exec.Command(promtool, "tsdb", "create-blocks-from", "openmetrics", om, filepath.Join(dir, "tsdb")).CombinedOutput(); err != nil {
+		t.Errorf("promtool: %v\n%s", err, o)
+	}
+}
+
+// Two minute groups of 1 s and a 15 s group of 0.5 s: the peak round is
+// 1.5 s when the minute groups fall apart, 2.5 s when together (a quarter
+// of the draws); the worst case adds everything.
+func TestPlacementPeak(t *testing.T) {
+	gs := []groupStat{{Name: "a", EveryS: 60, MeanS: 1}, {Name: "b", EveryS: 60, MeanS: 1}, {Name: "c", EveryS: 15, MeanS: 0.5}}
+	mean, p99, worst := placementPeak(gs, 15*time.Second, 20000, 7)
+	if worst != 2.5 || p99 != 2.5 {
+		t.Errorf("worst %v p99 %v, want 2.5", worst, p99)
+	}
+	if want := 0.75*1.5 + 0.25*2.5; math.Abs(mean-want) > 0.02 {
+		t.Errorf("mean %.3f, want about %.3f", mean, want)
+	}
+	// A 2m group spans a period of eight rounds.
+	mean, _, _ = placementPeak([]groupStat{{EveryS: 120, MeanS: 3}, {EveryS: 15, MeanS: 1}}, 15*time.Second, 100, 1)
+	if mean != 4 {
+		t.Errorf("mean %v, want 4", mean)
 	}
 }

@@ -62,3 +62,34 @@ func (p *prom) selfMetrics() (map[string]float64, error) {
 	}
 	return m, sc.Err()
 }
+
+// missedByGroup reads prometheus_rule_group_iterations_missed_total by
+// its rule_group label ("file;group"), keyed by the group's name.
+func (p *prom) missedByGroup() (map[string]float64, error) {
+	resp, err := client.Get(p.Base() + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	m := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	const name = "prometheus_rule_group_iterations_missed_total{"
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		g := line
+		if i := strings.Index(g, `rule_group="`); i >= 0 {
+			g = g[i+len(`rule_group="`):]
+			g = g[:strings.IndexByte(g, '"')]
+			g = g[strings.LastIndexByte(g, ';')+1:]
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			m[g] += v
+		}
+	}
+	return m, sc.Err()
+}

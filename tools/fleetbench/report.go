@@ -15,10 +15,21 @@ func printResult(w io.Writer, r result) {
 	fmt.Fprintf(w, "head series %.0f (%.0f per node); all groups %.3f s per round = %.2f ms per node per round (slower groups count their share; sum of the groups' fastest rounds: %.3f s = %.2f ms per node); missed iterations %.0f; rule failures %.0f; targets down %.0f\n",
 		r.HeadSeries, r.HeadSeries/float64(r.Nodes), r.TotalMeanS, r.PerNodeMs, r.TotalMinS, r.TotalMinS/float64(r.Nodes)*1000, r.Missed, r.Failures, r.ScrapeFailures)
 	fmt.Fprintf(w, "Prometheus CPU %.2f cores, RSS max %.0f MiB\n\n", r.CPUCores, r.RSSBytes/(1<<20))
-	fmt.Fprintln(w, "| group | every s | rules | min s/evaluation | mean s/evaluation | max s/evaluation | mean ms/node/evaluation | evaluations |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+	if r.Rounds.Rounds > 0 {
+		fmt.Fprintf(w, "rounds of the window: %d; evaluation time started per round: mean %.3f s (%.2f ms per node), peak %.3f s (%.2f ms per node) at %s, spanning %.1f s wall: %s\n",
+			r.Rounds.Rounds, r.Rounds.MeanS, r.Rounds.MeanS/float64(r.Nodes)*1000, r.Rounds.PeakS, r.Rounds.PeakS/float64(r.Nodes)*1000, r.Rounds.PeakAt, r.Rounds.PeakSpanS, strings.Join(r.Rounds.PeakParts, ", "))
+		fmt.Fprintf(w, "peak round over random placements of the groups (their offsets hash the file path): mean %.3f s (%.2f ms per node), 99th percentile %.3f s (%.2f ms per node), all in one round %.3f s (%.2f ms per node)\n",
+			r.PlacementMeanS, r.PlacementMeanS/float64(r.Nodes)*1000, r.PlacementP99S, r.PlacementP99S/float64(r.Nodes)*1000, r.PlacementWorstS, r.PlacementWorstS/float64(r.Nodes)*1000)
+		if r.RestartS > 0 {
+			fmt.Fprintf(w, "first start (empty TSDB), missed iterations by group: %s; restarted on the same data, ready in %.0f s; its first minute's slowest evaluations: %s; then:\n", byGroup(r.MissedFirstStart), r.RestartS, strings.Join(r.RestartSlowest, ", "))
+		}
+		fmt.Fprintf(w, "missed iterations by group: warm-up %s; window %s\n", byGroup(r.MissedWarmup), byGroup(r.MissedWindow))
+		fmt.Fprintf(w, "warm-up: peak round %.3f s at %s (%s); slowest evaluations: %s\n\n", r.WarmupRounds.PeakS, r.WarmupRounds.PeakAt, strings.Join(r.WarmupRounds.PeakParts, ", "), strings.Join(r.WarmupSlowest, ", "))
+	}
+	fmt.Fprintln(w, "| group | every s | offset s | rules | min s/evaluation | mean s/evaluation | max s/evaluation | mean ms/node/evaluation | evaluations |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, g := range r.Groups {
-		fmt.Fprintf(w, "| %s | %.0f | %d | %.3f | %.3f | %.3f | %.3f | %d |\n", g.Name, g.EveryS, g.Rules, g.MinS, g.MeanS, g.MaxS, g.MeanS/float64(r.Nodes)*1000, g.Samples)
+		fmt.Fprintf(w, "| %s | %.0f | %.1f | %d | %.3f | %.3f | %.3f | %.3f | %d |\n", g.Name, g.EveryS, r.OffsetS[g.Name], g.Rules, g.MinS, g.MeanS, g.MaxS, g.MeanS/float64(r.Nodes)*1000, g.Samples)
 	}
 	fmt.Fprintln(w, "\nslowest rules (mean s per round):\n\n| s | group | rule |\n|---:|---|---|")
 	for i, rl := range r.TopRules {
@@ -77,6 +88,22 @@ func summarize(keys []string) string {
 	var parts []string
 	for k, v := range c {
 		parts = append(parts, fmt.Sprintf("%s×%d", k, v))
+	}
+	sort.Strings(parts)
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// byGroup writes "group n, ..." (or "none").
+func byGroup(m map[string]float64) string {
+	var parts []string
+	for g, v := range m {
+		if v == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f", strings.TrimPrefix(g, "fabric_exporter."), v))
 	}
 	sort.Strings(parts)
 	if len(parts) == 0 {

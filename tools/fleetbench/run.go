@@ -73,12 +73,40 @@ type result struct {
 	QueryCosts     []queryCost `json:"query_cpu,omitempty"`
 	Date           string      `json:"date"`
 	ScrapeFailures float64     `json:"scrape_failures"`
+	// The rounds of the measured window (rounds.go), the iterations each
+	// group missed (in the warm-up and in the window) and where in its
+	// interval Prometheus placed each group.
+	Rounds roundStats `json:"rounds"`
+	// -restart: the misses of the first start (an empty TSDB: the first
+	// scrapes create every series) and how long the restart took to be
+	// ready (WAL replay); the other missed counts are then the restarted
+	// server's.
+	MissedFirstStart map[string]float64 `json:"missed_first_start_by_group,omitempty"`
+	RestartS         float64            `json:"restart_s,omitempty"`
+	RestartSlowest   []string           `json:"restart_slowest,omitempty"` // the first minute after the restart
+	// The peak round over random placements of the groups (placementPeak):
+	// mean and 99th percentile of 10,000 draws, and every group in one round.
+	PlacementMeanS  float64            `json:"placement_peak_mean_s"`
+	PlacementP99S   float64            `json:"placement_peak_p99_s"`
+	PlacementWorstS float64            `json:"placement_peak_worst_s"`
+	WarmupRounds    roundStats         `json:"warmup_rounds"`
+	WarmupSlowest   []string           `json:"warmup_slowest"`
+	MissedWarmup    map[string]float64 `json:"missed_warmup_by_group,omitempty"`
+	MissedWindow    map[string]float64 `json:"missed_window_by_group,omitempty"`
+	OffsetS         map[string]float64 `json:"offset_s,omitempty"`
 }
+
+// pollEvery: how often the measured window reads /api/v1/rules, several
+// times per round so that every evaluation of every group is seen.
+const pollEvery = 2 * time.Second
+
+// restart (-restart): restart Prometheus at the end of the warm-up.
+var restart bool
 
 func run(work, promBin, rules string, t *template, n int, interval, warmup, measure time.Duration, log func(string, ...any)) (result, error) {
 	r := result{Nodes: n, Rules: rules, Date: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
 	if out, err := exec.Command(promBin, "--version").CombinedOutput(); err == nil {
-		r.Prometheus = strings.Fields(string(out))[2]
+		r.Prometheus = versionOf(string(out), promBin)
 	}
 	f := newFleet(t, n)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -91,7 +119,16 @@ func run(work, promBin, rules string, t *template, n int, interval, warmup, meas
 
 	dir := filepath.Join(work, fmt.Sprintf("prom-%d", n))
 	os.MkdirAll(dir, 0o755)
-	absRules, _ := filepath.Abs(rules)
+	// Every rules file is loaded from the same path: Prometheus places a
+	// group in its interval by a hash of its name and file, so a group
+	// keeps its place from one rules file to the next (before and after a
+	// change, in one run).
+	absRules := filepath.Join(dir, "rules.yml")
+	if b, err := os.ReadFile(rules); err != nil {
+		return r, err
+	} else if err := os.WriteFile(absRules, b, 0o644); err != nil {
+		return r, err
+	}
 	var targets []string
 	for _, name := range f.names {
 		targets = append(targets, "'"+name+"'")
@@ -122,35 +159,90 @@ scrape_configs:
 	}
 	logf, _ := os.Create(filepath.Join(dir, "prometheus.log"))
 	defer logf.Close()
-	cmd := exec.Command(promBin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
-		"--web.listen-address="+promAddr)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return r, err
-	}
-	defer func() {
+	var cmd *exec.Cmd
+	stop := func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(30 * time.Second):
+		case <-time.After(2 * time.Minute):
 			cmd.Process.Kill()
 			<-done
 		}
-		os.RemoveAll(dir)
-	}()
-	p := &prom{promapi.New("http://"+promAddr, 2*time.Minute)}
-	readyCtx, cancelReady := context.WithTimeout(context.Background(), time.Minute)
-	err = p.WaitReady(readyCtx)
-	cancelReady()
-	if err != nil {
-		return r, fmt.Errorf("prometheus not ready: %w", err)
 	}
+	p := &prom{promapi.New("http://"+promAddr, 2*time.Minute)}
+	startProm := func() error {
+		cmd = exec.Command(promBin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+			"--web.listen-address="+promAddr)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		// A restart replays the WAL of every node's series first.
+		readyCtx, cancelReady := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancelReady()
+		if err := p.WaitReady(readyCtx); err != nil {
+			return fmt.Errorf("prometheus not ready: %w", err)
+		}
+		return nil
+	}
+	defer os.RemoveAll(dir)
+	if err := startProm(); err != nil {
+		return r, err
+	}
+	defer func() { stop() }()
 	log("prometheus %s ready; warm-up %s", r.Prometheus, warmup)
-	time.Sleep(warmup)
+	// The warm-up's evaluations too: a group that misses its round while
+	// Prometheus creates every node's series shows here.
+	poll := func(d time.Duration) []evaluation {
+		var evs []evaluation
+		last := map[string]time.Time{}
+		t0 := time.Now()
+		for time.Since(t0) < d {
+			time.Sleep(min(pollEvery, d-time.Since(t0)))
+			gs, err := p.Rules(context.Background())
+			if err != nil {
+				continue // a busy server; the next poll
+			}
+			for _, g := range gs {
+				if g.LastEvaluation.IsZero() || g.LastEvaluation.Before(t0) || g.LastEvaluation.Equal(last[g.Name]) {
+					continue
+				}
+				last[g.Name] = g.LastEvaluation
+				evs = append(evs, evaluation{Group: g.Name, At: g.LastEvaluation, S: g.EvaluationTime})
+			}
+		}
+		return evs
+	}
+	warmStart := time.Now()
+	warmEvs := poll(warmup)
+	r.WarmupRounds = rounds(warmEvs, interval, warmStart, time.Now())
+	r.WarmupSlowest = slowest(warmEvs, 5)
+	if restart {
+		// What a restart meets (the usual case: the series are in the
+		// WAL, not created by the first scrapes as on an empty TSDB):
+		// the warm-up's misses are kept, Prometheus stops and starts on
+		// the same data, and the measured window starts after one
+		// more minute.
+		if m, err := p.missedByGroup(); err == nil {
+			r.MissedFirstStart = m
+		}
+		stop()
+		t0 := time.Now()
+		if err := startProm(); err != nil {
+			return r, err
+		}
+		r.RestartS = time.Since(t0).Seconds()
+		log("restarted in %.0f s", r.RestartS)
+		r.RestartSlowest = slowest(poll(time.Minute), 5)
+	}
 
 	m0, err := p.selfMetrics()
+	if err != nil {
+		return r, err
+	}
+	missed0, err := p.missedByGroup()
 	if err != nil {
 		return r, err
 	}
@@ -166,9 +258,13 @@ scrape_configs:
 	groups := map[string]*acc{}
 	ruleSum, ruleN := map[[2]string]float64{}, map[[2]string]int{}
 	var order []string
+	var evs []evaluation
+	last := map[string]evaluation{}
+	every := map[string]float64{}
 	rss := m0["process_resident_memory_bytes"]
+	lastSelf := time.Now()
 	for measure > 0 && time.Since(start) < measure {
-		time.Sleep(interval)
+		time.Sleep(pollEvery)
 		gs, err := p.Rules(context.Background())
 		if err != nil {
 			return r, err
@@ -180,10 +276,13 @@ scrape_configs:
 				groups[g.Name] = a
 				order = append(order, g.Name)
 			}
-			if g.LastEvaluation.Equal(a.lastEvalAt) {
-				continue // not evaluated since the last poll
+			if g.LastEvaluation.Equal(a.lastEvalAt) || g.LastEvaluation.Before(start) {
+				continue // not evaluated since the last poll, or before the window
 			}
 			a.lastEvalAt = g.LastEvaluation
+			e := evaluation{Group: g.Name, At: g.LastEvaluation, S: g.EvaluationTime}
+			evs = append(evs, e)
+			last[g.Name], every[g.Name] = e, g.Interval
 			a.sum += g.EvaluationTime
 			a.max = math.Max(a.max, g.EvaluationTime)
 			if a.n == 0 || g.EvaluationTime < a.min {
@@ -196,14 +295,31 @@ scrape_configs:
 				ruleN[k]++
 			}
 		}
-		if m, err := p.selfMetrics(); err == nil {
-			rss = math.Max(rss, m["process_resident_memory_bytes"])
+		if time.Since(lastSelf) >= interval {
+			lastSelf = time.Now()
+			if m, err := p.selfMetrics(); err == nil {
+				rss = math.Max(rss, m["process_resident_memory_bytes"])
+			}
 		}
 	}
+	end := time.Now()
 	m1, err := p.selfMetrics()
 	if err != nil {
 		return r, err
 	}
+	if missed1, err := p.missedByGroup(); err == nil {
+		r.MissedWarmup, r.MissedWindow = map[string]float64{}, map[string]float64{}
+		for g, v := range missed1 {
+			if missed0[g] > 0 {
+				r.MissedWarmup[g] = missed0[g]
+			}
+			if v > missed0[g] {
+				r.MissedWindow[g] = v - missed0[g]
+			}
+		}
+	}
+	r.Rounds = rounds(evs, interval, start, end)
+	r.OffsetS = offsets(last, every)
 	if wall := time.Since(start).Seconds(); wall > 1 {
 		r.CPUCores = (m1["process_cpu_seconds_total"] - m0["process_cpu_seconds_total"]) / wall
 	}
@@ -226,6 +342,7 @@ scrape_configs:
 		r.TotalMeanS += g.MeanS * share
 		r.TotalMinS += g.MinS * share
 	}
+	r.PlacementMeanS, r.PlacementP99S, r.PlacementWorstS = placementPeak(r.Groups, interval, 10000, 1)
 	for k, v := range ruleSum {
 		r.TopRules = append(r.TopRules, ruleStat{Group: k[0], Rule: k[1], MeanS: v / float64(ruleN[k])})
 	}
@@ -284,10 +401,13 @@ scrape_configs:
 		r.Costs, r.QueryCosts, err = measureCost(p, cmd.Process.Pid, filepath.Join(dir, "prometheus.yml"), n, interval, log)
 		return r, err
 	}
+	if !costQueries {
+		return r, nil
+	}
 
 	// Dashboard queries: 5-minute range, 15 s step, one at a time; for
 	// every instance ("All") and for one (the dashboards' default).
-	end := time.Now()
+	end = time.Now()
 	instant := map[int]bool{}
 	one := dashboards.DefaultValues()
 	one["instance"] = f.names[len(f.names)-1]

@@ -1,0 +1,533 @@
+// The long view (-backfill): hours of the fleet's history written as
+// OpenMetrics and imported with `promtool tsdb create-blocks-from
+// openmetrics`, the recording rules backfilled over the same hours with
+// `promtool tsdb create-blocks-from rules` (one pass per level of records
+// that read records), then every dashboard query for one node over the
+// whole span, as Grafana asks it, timed for CPU and wall.
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/fabric-exporter/fabric_exporter/dashboards"
+	"github.com/fabric-exporter/fabric_exporter/internal/promapi"
+)
+
+// longView is what a -backfill run reports.
+type longView struct {
+	Nodes       int          `json:"nodes"`
+	Span        string       `json:"span"`
+	Step        string       `json:"step"`
+	Prometheus  string       `json:"prometheus"`
+	Samples     int64        `json:"raw_samples"`
+	RulePasses  int          `json:"rule_passes"`
+	Records     int          `json:"records"`
+	ImportS     float64      `json:"import_s"`     // promtool, raw samples
+	RulesS      float64      `json:"rules_s"`      // promtool, every pass
+	BlocksBytes int64        `json:"blocks_bytes"` // the TSDB after both
+	Queries     []longQuery  `json:"queries"`      // slowest first (CPU)
+	Dashboards  []longBoard  `json:"dashboards"`   // one node, the whole span
+	Empty       []string     `json:"empty_panels"` // no series over the span
+	Date        string       `json:"date"`
+	Short       []longQuery  `json:"short_queries"` // the same panels over 5 minutes, for comparison
+	ShortBoards []longBoard  `json:"short_dashboards"`
+	Window      [2]time.Time `json:"window"`
+	Errors      []string     `json:"errors,omitempty"`
+}
+
+type longQuery struct {
+	Dashboard string  `json:"dashboard"`
+	Panel     string  `json:"panel"`
+	CPUS      float64 `json:"cpu_s"`
+	WallS     float64 `json:"wall_s"`
+	Series    int     `json:"series"`
+}
+
+// longBoard: a dashboard opened on one node: the CPU of all its queries,
+// and their wall time one after the other (Grafana sends them at once, so
+// the page waits for about the slowest on an idle server).
+type longBoard struct {
+	Dashboard string  `json:"dashboard"`
+	Queries   int     `json:"queries"`
+	CPUS      float64 `json:"cpu_s"`
+	WallS     float64 `json:"wall_s"`
+	SlowestS  float64 `json:"slowest_wall_s"`
+}
+
+// writeOpenMetrics writes span of every node's series at interval, ending
+// at end, one metric family after another (OpenMetrics keeps a family's
+// samples together) and every series' samples in time order, with the
+// labels a scrape adds (cluster, instance, job) and up. Values move as the
+// served fleet's do (fleet.go): counters by rate·Δt·U(0.8,1.2), gauges
+// ±10 % around their template value.
+func writeOpenMetrics(path string, f *fleet, end time.Time, span, interval time.Duration) (int64, error) {
+	out, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	defer out.Close()
+	w := bufio.NewWriterSize(out, 1<<20)
+	// The families in the order they first appear on any node.
+	var families []string
+	seen := map[string]bool{}
+	for _, name := range f.names {
+		for _, s := range f.nodes[name].series {
+			if !seen[s.name] {
+				seen[s.name] = true
+				families = append(families, s.name)
+			}
+		}
+	}
+	steps := int(span / interval)
+	start := end.Add(-time.Duration(steps) * interval)
+	var n int64
+	var b []byte
+	emit := func(prefix string, value func(int) float64) {
+		for k := range steps {
+			b = append(b[:0], prefix...)
+			b = strconv.AppendFloat(b, value(k), 'g', -1, 64)
+			b = append(b, ' ')
+			b = strconv.AppendInt(b, start.Add(time.Duration(k)*interval).Unix(), 10)
+			b = append(b, '\n')
+			w.Write(b)
+		}
+		n += int64(steps)
+	}
+	dt := interval.Seconds()
+	for _, fam := range families {
+		for _, name := range f.names {
+			nd := f.nodes[name]
+			for _, s := range nd.series {
+				if s.name != fam {
+					continue
+				}
+				extra := fmt.Sprintf(`cluster="fleet",instance=%q,job="fabric"`, name)
+				lbl := "{" + extra + "}"
+				if s.labels != "" {
+					lbl = "{" + extra + "," + s.labels[1:]
+				}
+				v := s.value
+				emit(s.name+lbl+" ", func(int) float64 {
+					switch {
+					case s.rate > 0:
+						v += s.rate * dt * (0.8 + 0.4*nd.rnd.Float64())
+						return v
+					case s.gauge:
+						return s.value * (0.9 + 0.2*nd.rnd.Float64())
+					}
+					return s.value
+				})
+			}
+		}
+	}
+	for _, name := range f.names {
+		emit(fmt.Sprintf(`up{cluster="fleet",instance=%q,job="fabric"} `, name), func(int) float64 { return 1 })
+	}
+	w.WriteString("# EOF\n")
+	if err := w.Flush(); err != nil {
+		return n, err
+	}
+	return n, out.Close()
+}
+
+type ruleDoc struct {
+	Groups []struct {
+		Name     string `yaml:"name"`
+		Interval string `yaml:"interval,omitempty"`
+		Rules    []struct {
+			Record string            `yaml:"record,omitempty"`
+			Alert  string            `yaml:"alert,omitempty"`
+			Expr   string            `yaml:"expr"`
+			Labels map[string]string `yaml:"labels,omitempty"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+// recordPasses splits a rules file's recording rules by level: level 0
+// reads only raw series, level k reads a record of level k-1 (and none
+// higher). `promtool tsdb create-blocks-from rules` evaluates every rule
+// against the server's data, so a record that reads another record gets
+// data only once that record's blocks are in: one pass per level, in
+// order. Alerts are left out (their state is not stored as blocks). Each
+// pass is a rules file's text, its groups keeping name and interval.
+func recordPasses(b []byte) ([][]byte, int, error) {
+	var doc ruleDoc
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, 0, err
+	}
+	level := map[string]int{}
+	var names []string
+	for _, g := range doc.Groups {
+		for _, r := range g.Rules {
+			if r.Record != "" && level[r.Record] == 0 {
+				level[r.Record] = -1 // not computed
+				names = append(names, r.Record)
+			}
+		}
+	}
+	uses := map[string][]string{}
+	for _, g := range doc.Groups {
+		for _, r := range g.Rules {
+			if r.Record == "" {
+				continue
+			}
+			for _, other := range names {
+				if other != r.Record && refersTo(r.Expr, other) {
+					uses[r.Record] = append(uses[r.Record], other)
+				}
+			}
+		}
+	}
+	var depth func(string, int) (int, error)
+	depth = func(r string, guard int) (int, error) {
+		if guard > len(names) {
+			return 0, fmt.Errorf("records read each other in a cycle through %s", r)
+		}
+		if level[r] >= 0 {
+			return level[r], nil
+		}
+		d := 0
+		for _, u := range uses[r] {
+			du, err := depth(u, guard+1)
+			if err != nil {
+				return 0, err
+			}
+			d = max(d, du+1)
+		}
+		level[r] = d
+		return d, nil
+	}
+	top := 0
+	for _, r := range names {
+		d, err := depth(r, 0)
+		if err != nil {
+			return nil, 0, err
+		}
+		top = max(top, d)
+	}
+	var passes [][]byte
+	for d := 0; d <= top; d++ {
+		var pass ruleDoc
+		for _, g := range doc.Groups {
+			ng := g
+			ng.Rules = nil
+			for _, r := range g.Rules {
+				if r.Record != "" && level[r.Record] == d {
+					ng.Rules = append(ng.Rules, r)
+				}
+			}
+			if len(ng.Rules) > 0 {
+				pass.Groups = append(pass.Groups, ng)
+			}
+		}
+		out, err := yaml.Marshal(pass)
+		if err != nil {
+			return nil, 0, err
+		}
+		passes = append(passes, out)
+	}
+	return passes, len(names), nil
+}
+
+// refersTo: expr names the series name (as a whole name, not a part of a
+// longer one).
+func refersTo(expr, name string) bool {
+	re := regexp.MustCompile(`(^|[^a-zA-Z0-9_:])` + regexp.QuoteMeta(name) + `($|[^a-zA-Z0-9_:])`)
+	return re.MatchString(expr)
+}
+
+// backfill runs the long view for n nodes over span.
+func backfill(work, promBin, promtool, rulesFile string, t *template, n int, interval, span, step time.Duration, log func(string, ...any)) (longView, error) {
+	lv := longView{Nodes: n, Span: span.String(), Step: step.String(), Date: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
+	if out, err := exec.Command(promBin, "--version").CombinedOutput(); err == nil {
+		lv.Prometheus = versionOf(string(out), promBin)
+	}
+	dir := filepath.Join(work, fmt.Sprintf("backfill-%d", n))
+	tsdb := filepath.Join(dir, "tsdb")
+	os.MkdirAll(tsdb, 0o755)
+	defer os.RemoveAll(dir)
+	f := newFleet(t, n)
+	// The span ends at the last whole interval before now, so that "now"
+	// in the queries sees the newest samples.
+	end := time.Now().Truncate(interval)
+	start := end.Add(-span)
+	lv.Window = [2]time.Time{start.UTC(), end.UTC()}
+	om := filepath.Join(dir, "fleet.om")
+	t0 := time.Now()
+	samples, err := writeOpenMetrics(om, f, end, span, interval)
+	if err != nil {
+		return lv, err
+	}
+	lv.Samples = samples
+	fi, _ := os.Stat(om)
+	log("wrote %d samples (%.1f GB of OpenMetrics) in %s", samples, float64(fi.Size())/1e9, time.Since(t0).Round(time.Second))
+	t0 = time.Now()
+	if out, err := exec.Command(promtool, "tsdb", "create-blocks-from", "openmetrics", om, tsdb).CombinedOutput(); err != nil {
+		return lv, fmt.Errorf("promtool create-blocks-from openmetrics: %v\n%s", err, tail(out))
+	}
+	lv.ImportS = time.Since(t0).Seconds()
+	os.Remove(om)
+	log("imported in %.0f s", lv.ImportS)
+
+	promAddr, err := freeAddr()
+	if err != nil {
+		return lv, err
+	}
+	cfg := filepath.Join(dir, "prometheus.yml")
+	os.WriteFile(cfg, fmt.Appendf(nil, "global:\n  scrape_interval: %s\n  evaluation_interval: %s\n", interval, interval), 0o644)
+	var cmd *exec.Cmd
+	stop := func() {
+		if cmd == nil {
+			return
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		cmd = nil
+	}
+	defer stop()
+	p := &prom{promapi.New("http://"+promAddr, 5*time.Minute)}
+	startProm := func() error {
+		logf, _ := os.OpenFile(filepath.Join(dir, "prometheus.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		cmd = exec.Command(promBin, "--config.file="+cfg, "--storage.tsdb.path="+tsdb,
+			"--storage.tsdb.retention.time=30d", "--web.listen-address="+promAddr)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		return p.WaitReady(ctx)
+	}
+	if err := startProm(); err != nil {
+		return lv, fmt.Errorf("prometheus: %w", err)
+	}
+
+	rules, err := os.ReadFile(rulesFile)
+	if err != nil {
+		return lv, err
+	}
+	passes, records, err := recordPasses(rules)
+	if err != nil {
+		return lv, fmt.Errorf("%s: %w", rulesFile, err)
+	}
+	lv.RulePasses, lv.Records = len(passes), records
+	t0 = time.Now()
+	for i, pass := range passes {
+		pf := filepath.Join(dir, fmt.Sprintf("pass%d.yml", i))
+		outDir := filepath.Join(dir, fmt.Sprintf("pass%d", i))
+		os.WriteFile(pf, pass, 0o644)
+		// --start and --end are inclusive seconds; the records then exist
+		// from the first raw sample's rate on, like a live server's.
+		out, err := exec.Command(promtool, "tsdb", "create-blocks-from", "rules",
+			"--url=http://"+promAddr, "--start="+strconv.FormatInt(start.Unix(), 10), "--end="+strconv.FormatInt(end.Unix(), 10),
+			"--eval-interval="+interval.String(), "--output-dir="+outDir, pf).CombinedOutput()
+		if err != nil {
+			return lv, fmt.Errorf("promtool create-blocks-from rules, pass %d: %v\n%s", i, err, tail(out))
+		}
+		blocks, _ := os.ReadDir(outDir)
+		stop()
+		for _, b := range blocks {
+			if err := os.Rename(filepath.Join(outDir, b.Name()), filepath.Join(tsdb, b.Name())); err != nil {
+				return lv, err
+			}
+		}
+		if err := startProm(); err != nil {
+			return lv, fmt.Errorf("prometheus after pass %d: %w", i, err)
+		}
+		log("rules pass %d of %d: %d blocks", i+1, len(passes), len(blocks))
+	}
+	lv.RulesS = time.Since(t0).Seconds()
+	filepath.Walk(tsdb, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			lv.BlocksBytes += fi.Size()
+		}
+		return nil
+	})
+
+	// Idle rate, then every query of one node, over the span and over 5
+	// minutes, `repeats` times each.
+	pid := cmd.Process.Pid
+	time.Sleep(5 * time.Second)
+	c0, _ := cpuTicks(pid)
+	ti := time.Now()
+	time.Sleep(10 * time.Second)
+	c1, _ := cpuTicks(pid)
+	idle := (c1 - c0) / 100 / time.Since(ti).Seconds()
+	one := dashboards.DefaultValues()
+	one["instance"] = f.names[n-1]
+	// Grafana's variables for the span: $__interval is the span over the
+	// panel's data points (about 1,000 on a wide screen: 6 h gives 20 s,
+	// rounded to 30 s here), $__rate_interval max(4 × scrape, $__interval +
+	// scrape).
+	long := maps(one, map[string]string{"__range": spanPromQL(span), "__interval": step.String(),
+		"__rate_interval": (max(4*interval, step+interval)).String()})
+	measure := func(expr string, instant bool, from, to time.Time, st time.Duration) (longQuery, error) {
+		v := url.Values{"query": {expr}}
+		path := "/api/v1/query"
+		if instant {
+			v.Set("time", strconv.FormatInt(to.Unix(), 10))
+		} else {
+			path = "/api/v1/query_range"
+			v.Set("start", strconv.FormatInt(from.Unix(), 10))
+			v.Set("end", strconv.FormatInt(to.Unix(), 10))
+			v.Set("step", strconv.FormatFloat(st.Seconds(), 'f', -1, 64))
+		}
+		var q longQuery
+		c0, _ := cpuTicks(pid)
+		t0 := time.Now()
+		for range repeats {
+			n, err := p.count(path, v)
+			if err != nil {
+				return q, err
+			}
+			q.Series = n
+		}
+		wall := time.Since(t0).Seconds()
+		c1, _ := cpuTicks(pid)
+		q.WallS = wall / float64(repeats)
+		q.CPUS = math.Max(0, ((c1-c0)/100-idle*wall)/float64(repeats))
+		return q, nil
+	}
+	boards := func(qs []longQuery) []longBoard {
+		by := map[string]*longBoard{}
+		var order []string
+		for _, q := range qs {
+			b := by[q.Dashboard]
+			if b == nil {
+				b = &longBoard{Dashboard: q.Dashboard}
+				by[q.Dashboard] = b
+				order = append(order, q.Dashboard)
+			}
+			b.Queries++
+			b.CPUS += q.CPUS
+			b.WallS += q.WallS
+			b.SlowestS = math.Max(b.SlowestS, q.WallS)
+		}
+		var out []longBoard
+		for _, d := range order {
+			out = append(out, *by[d])
+		}
+		return out
+	}
+	for _, q := range dashboards.Queries() {
+		el, err := dashboards.Expand(q.Template, long)
+		if err != nil {
+			return lv, err
+		}
+		lq, err := measure(el, q.Instant, end.Add(-span), end, step)
+		if err != nil {
+			lv.Errors = append(lv.Errors, fmt.Sprintf("%s / %s: %v", q.Dashboard, q.Panel, err))
+			continue
+		}
+		lq.Dashboard, lq.Panel = q.Dashboard, q.Panel
+		lv.Queries = append(lv.Queries, lq)
+		if lq.Series == 0 {
+			lv.Empty = append(lv.Empty, q.Dashboard+" / "+q.Panel)
+		}
+		es, err := dashboards.Expand(q.Template, one)
+		if err != nil {
+			return lv, err
+		}
+		sq, err := measure(es, q.Instant, end.Add(-5*time.Minute), end, interval)
+		if err != nil {
+			lv.Errors = append(lv.Errors, fmt.Sprintf("5m: %s / %s: %v", q.Dashboard, q.Panel, err))
+			continue
+		}
+		sq.Dashboard, sq.Panel = q.Dashboard, q.Panel
+		lv.Short = append(lv.Short, sq)
+	}
+	lv.Dashboards, lv.ShortBoards = boards(lv.Queries), boards(lv.Short)
+	sort.SliceStable(lv.Queries, func(i, j int) bool { return lv.Queries[i].CPUS > lv.Queries[j].CPUS })
+	sort.SliceStable(lv.Short, func(i, j int) bool { return lv.Short[i].CPUS > lv.Short[j].CPUS })
+	return lv, nil
+}
+
+func maps(base, over map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
+
+// spanPromQL writes a duration as PromQL does (6h, 90m, 45s).
+func spanPromQL(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return fmt.Sprintf("%ds", d/time.Second)
+}
+
+func tail(b []byte) string {
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+// versionOf reads "prometheus, version X (branch: …)"; a build by `go
+// install` has no version and is named by its path.
+func versionOf(out, bin string) string {
+	f := strings.Fields(out)
+	if len(f) > 2 && f[1] == "version" && !strings.HasPrefix(f[2], "(") {
+		return f[2]
+	}
+	return bin
+}
+
+func printLongView(w *os.File, lv longView) {
+	fmt.Fprintf(w, "\n## The long view: %d nodes, %s backfilled at %s (%s to %s), one node's dashboards at a %s step, Prometheus %s (%s)\n\n",
+		lv.Nodes, lv.Span, "15s", lv.Window[0].Format("15:04"), lv.Window[1].Format("15:04 UTC"), lv.Step, lv.Prometheus, lv.Date)
+	fmt.Fprintf(w, "raw samples %d, imported in %.0f s; %d records in %d passes of create-blocks-from rules, %.0f s; TSDB %.0f MiB\n\n",
+		lv.Samples, lv.ImportS, lv.Records, lv.RulePasses, lv.RulesS, float64(lv.BlocksBytes)/(1<<20))
+	fmt.Fprintln(w, "| dashboard | queries | span: CPU s, all queries | span: wall s, one after another | span: slowest query, wall s | 5 m: CPU s | 5 m: wall s |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	short := map[string]longBoard{}
+	for _, b := range lv.ShortBoards {
+		short[b.Dashboard] = b
+	}
+	for _, b := range lv.Dashboards {
+		s := short[b.Dashboard]
+		fmt.Fprintf(w, "| %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f |\n", b.Dashboard, b.Queries, b.CPUS, b.WallS, b.SlowestS, s.CPUS, s.WallS)
+	}
+	fmt.Fprintf(w, "\nslowest queries over the span (CPU s, wall s, series):\n\n| CPU s | wall s | series | dashboard / panel |\n|---:|---:|---:|---|\n")
+	for i, q := range lv.Queries {
+		if i == 10 {
+			break
+		}
+		fmt.Fprintf(w, "| %.3f | %.3f | %d | %s / %s |\n", q.CPUS, q.WallS, q.Series, q.Dashboard, q.Panel)
+	}
+	fmt.Fprintf(w, "\npanels without data over the span (%d of %d): %s\n", len(lv.Empty), len(lv.Queries), strings.Join(lv.Empty, "; "))
+	for _, e := range lv.Errors {
+		fmt.Fprintln(w, "ERROR", e)
+	}
+}
