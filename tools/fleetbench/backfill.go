@@ -31,7 +31,8 @@ import (
 
 // longView is what a -backfill run reports.
 type longView struct {
-	Nodes       int          `json:"nodes"`
+	Nodes       int          `json:"nodes"`       // with the whole span
+	IndexNodes  int          `json:"index_nodes"` // in the index (the others: one sample per series)
 	Span        string       `json:"span"`
 	Step        string       `json:"step"`
 	Prometheus  string       `json:"prometheus"`
@@ -76,7 +77,12 @@ type longBoard struct {
 // labels a scrape adds (cluster, instance, job) and up. Values move as the
 // served fleet's do (fleet.go): counters by rate·Δt·U(0.8,1.2), gauges
 // ±10 % around their template value.
-func writeOpenMetrics(path string, f *fleet, end time.Time, span, interval time.Duration) (int64, error) {
+//
+// Nodes from index full on get one sample per series, at the last step:
+// the index of a larger fleet (every series a real server holds, so the
+// one-node queries look their node up among all of them) at the cost of
+// one sample each.
+func writeOpenMetrics(path string, f *fleet, full int, end time.Time, span, interval time.Duration) (int64, error) {
 	out, err := os.Create(path)
 	if err != nil {
 		return 0, err
@@ -98,8 +104,8 @@ func writeOpenMetrics(path string, f *fleet, end time.Time, span, interval time.
 	start := end.Add(-time.Duration(steps) * interval)
 	var n int64
 	var b []byte
-	emit := func(prefix string, value func(int) float64) {
-		for k := range steps {
+	emit := func(prefix string, from int, value func(int) float64) {
+		for k := from; k < steps; k++ {
 			b = append(b[:0], prefix...)
 			b = strconv.AppendFloat(b, value(k), 'g', -1, 64)
 			b = append(b, ' ')
@@ -107,12 +113,16 @@ func writeOpenMetrics(path string, f *fleet, end time.Time, span, interval time.
 			b = append(b, '\n')
 			w.Write(b)
 		}
-		n += int64(steps)
+		n += int64(steps - from)
 	}
 	dt := interval.Seconds()
 	for _, fam := range families {
-		for _, name := range f.names {
+		for i, name := range f.names {
 			nd := f.nodes[name]
+			from := 0
+			if i >= full {
+				from = steps - 1
+			}
 			for _, s := range nd.series {
 				if s.name != fam {
 					continue
@@ -123,7 +133,7 @@ func writeOpenMetrics(path string, f *fleet, end time.Time, span, interval time.
 					lbl = "{" + extra + "," + s.labels[1:]
 				}
 				v := s.value
-				emit(s.name+lbl+" ", func(int) float64 {
+				emit(s.name+lbl+" ", from, func(int) float64 {
 					switch {
 					case s.rate > 0:
 						v += s.rate * dt * (0.8 + 0.4*nd.rnd.Float64())
@@ -136,8 +146,12 @@ func writeOpenMetrics(path string, f *fleet, end time.Time, span, interval time.
 			}
 		}
 	}
-	for _, name := range f.names {
-		emit(fmt.Sprintf(`up{cluster="fleet",instance=%q,job="fabric"} `, name), func(int) float64 { return 1 })
+	for i, name := range f.names {
+		from := 0
+		if i >= full {
+			from = steps - 1
+		}
+		emit(fmt.Sprintf(`up{cluster="fleet",instance=%q,job="fabric"} `, name), from, func(int) float64 { return 1 })
 	}
 	w.WriteString("# EOF\n")
 	if err := w.Flush(); err != nil {
@@ -252,9 +266,12 @@ func refersTo(expr, name string) bool {
 	return re.MatchString(expr)
 }
 
-// backfill runs the long view for n nodes over span.
-func backfill(work, promBin, promtool, rulesFile string, t *template, n int, interval, span, step time.Duration, log func(string, ...any)) (longView, error) {
-	lv := longView{Nodes: n, Span: span.String(), Step: step.String(), Date: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
+// backfill runs the long view for n nodes over span, in the index of a
+// fleet of index nodes (the others with one sample per series; index ≤ n:
+// n nodes).
+func backfill(work, promBin, promtool, rulesFile string, t *template, n, index int, interval, span, step time.Duration, log func(string, ...any)) (longView, error) {
+	index = max(index, n)
+	lv := longView{Nodes: n, IndexNodes: index, Span: span.String(), Step: step.String(), Date: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
 	if out, err := exec.Command(promBin, "--version").CombinedOutput(); err == nil {
 		lv.Prometheus = versionOf(string(out), promBin)
 	}
@@ -262,7 +279,7 @@ func backfill(work, promBin, promtool, rulesFile string, t *template, n int, int
 	tsdb := filepath.Join(dir, "tsdb")
 	os.MkdirAll(tsdb, 0o755)
 	defer os.RemoveAll(dir)
-	f := newFleet(t, n)
+	f := newFleet(t, index)
 	// The span ends at the last whole interval before now, so that "now"
 	// in the queries sees the newest samples.
 	end := time.Now().Truncate(interval)
@@ -270,7 +287,7 @@ func backfill(work, promBin, promtool, rulesFile string, t *template, n int, int
 	lv.Window = [2]time.Time{start.UTC(), end.UTC()}
 	om := filepath.Join(dir, "fleet.om")
 	t0 := time.Now()
-	samples, err := writeOpenMetrics(om, f, end, span, interval)
+	samples, err := writeOpenMetrics(om, f, n, end, span, interval)
 	if err != nil {
 		return lv, err
 	}
@@ -505,8 +522,8 @@ func versionOf(out, bin string) string {
 }
 
 func printLongView(w *os.File, lv longView) {
-	fmt.Fprintf(w, "\n## The long view: %d nodes, %s backfilled at %s (%s to %s), one node's dashboards at a %s step, Prometheus %s (%s)\n\n",
-		lv.Nodes, lv.Span, "15s", lv.Window[0].Format("15:04"), lv.Window[1].Format("15:04 UTC"), lv.Step, lv.Prometheus, lv.Date)
+	fmt.Fprintf(w, "\n## The long view: %d nodes (in the index of %d), %s backfilled at %s (%s to %s), one node's dashboards at a %s step, Prometheus %s (%s)\n\n",
+		lv.Nodes, lv.IndexNodes, lv.Span, "15s", lv.Window[0].Format("15:04"), lv.Window[1].Format("15:04 UTC"), lv.Step, lv.Prometheus, lv.Date)
 	fmt.Fprintf(w, "raw samples %d, imported in %.0f s; %d records in %d passes of create-blocks-from rules, %.0f s; TSDB %.0f MiB\n\n",
 		lv.Samples, lv.ImportS, lv.Records, lv.RulePasses, lv.RulesS, float64(lv.BlocksBytes)/(1<<20))
 	fmt.Fprintln(w, "| dashboard | queries | span: CPU s, all queries | span: wall s, one after another | span: slowest query, wall s | 5 m: CPU s | 5 m: wall s |")

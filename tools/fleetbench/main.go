@@ -36,6 +36,21 @@
 // range, 15 s step; instant queries at the end of the window); and which
 // alerts fire or pend.
 //
+// Every evaluation of every group is read (every 2 s, in the warm-up too)
+// and put in the interval's round it starts in: the report gives the peak
+// and mean round, the missed iterations per group in the warm-up and the
+// window, and the peak round over random placements of the groups
+// (Prometheus places a group in its interval by a hash of its name and
+// file). -rules takes several files, run one after the other on the same
+// fleet from one path; -restart restarts Prometheus on the same data after
+// the warm-up (a first start on an empty TSDB creates every series in its
+// first round; a restart replays them).
+//
+// -backfill 6h measures the long view instead: hours of history written as
+// OpenMetrics and imported with promtool, the recording rules backfilled
+// with promtool level by level, then every dashboard query for one node
+// over the whole span (backfill.go).
+//
 // Run it from the repository root (a run of N nodes takes -warmup +
 // -measure, 6 minutes by default):
 //
@@ -76,6 +91,7 @@ func main() {
 		dump         = flag.String("dump", "", "write the node template (the exporter's output) to this file and exit")
 		serve        = flag.String("serve", "", "serve the fleet of -nodes nodes (one size) at this address until killed, without Prometheus: /metrics?node=nodeNNNN (the distributed test, e2e/thanos_test.go)")
 		backfillSpan = flag.Duration("backfill", 0, "the long view instead of a live run: this much history of -nodes nodes (one size) written as OpenMetrics, imported with promtool, the recording rules of -rules backfilled over it with promtool, then every dashboard query for one node over the whole span (backfill.go)")
+		indexNodes   = flag.Int("backfill-index", 0, "with -backfill: the index of this many nodes (the nodes beyond -nodes get one sample per series at the span's end)")
 		promtool     = flag.String("promtool", "promtool", "with -backfill: promtool binary")
 		step         = flag.Duration("step", 30*time.Second, "with -backfill: the panels' step over the span (Grafana: the span over about 1,000 data points)")
 		steady       = flag.Bool("steady", false, "with -serve: counters grow at exactly their rate and gauges keep their template value, so that every server scraping a node stores the same curve")
@@ -138,7 +154,7 @@ func main() {
 		n, err := strconv.Atoi(*nodesFlag)
 		check(err)
 		log("== the long view: %d nodes, %s", n, *backfillSpan)
-		lv, err := backfill(work, *promBin, *promtool, rulesFiles[0], tmpl, n, *interval, *backfillSpan, *step, log)
+		lv, err := backfill(work, *promBin, *promtool, rulesFiles[0], tmpl, n, *indexNodes, *interval, *backfillSpan, *step, log)
 		check(err)
 		printLongView(os.Stdout, lv)
 		if *jsonOut != "" {
