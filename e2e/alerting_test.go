@@ -475,12 +475,17 @@ scrape_configs:
 	healthy := nodes["healthy"]
 	aroundHistoryEvaluation(t, prom, healthy.addr, "failed scrape",
 		func() { healthy.proxy.failing.Store(true) }, func() { healthy.proxy.failing.Store(false) })
+	// The restart: the exporter is killed before the evaluation and its
+	// new process starts 0.6 s after it, so that the scrapes fail across
+	// the evaluation as the injected failure's do. (Restarted before it, a
+	// full CI run missed the evaluation five times in a row; no successful
+	// scrape can now carry a timestamp before the evaluation.)
 	aroundHistoryEvaluation(t, prom, healthy.addr, "exporter restart", func() {
 		healthy.cmd.Process.Kill()
 		healthy.cmd.Wait()
-		time.Sleep(time.Second)
+	}, func() {
 		healthy.cmd = start(t, exporter, healthy.args...)
-	}, func() {})
+	})
 	// The node with uncabled ports and default rails has exactly its two
 	// cabled rails.
 	if rails, err := prom.list(`fabric_rail_info{instance="` + nodes["uncabled"].addr + `"}`); err != nil || len(rails) != 2 {
