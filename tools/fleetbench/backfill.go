@@ -8,8 +8,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"os"
@@ -18,8 +18,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/prometheus/common/model"
 
 	"github.com/fabric-exporter/fabric_exporter/dashboards"
 	"github.com/fabric-exporter/fabric_exporter/internal/promapi"
@@ -109,38 +110,17 @@ func backfill(work, promBin, promtool, rulesFile string, t *template, n, index i
 	}
 	cfg := filepath.Join(dir, "prometheus.yml")
 	os.WriteFile(cfg, fmt.Appendf(nil, "global:\n  scrape_interval: %s\n  evaluation_interval: %s\n", interval, interval), 0o644)
-	var cmd *exec.Cmd
-	stop := func() {
-		if cmd == nil {
-			return
-		}
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		cmd = nil
+	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		return lv, err
 	}
-	defer stop()
+	defer logf.Close()
 	p := &prom{promapi.New("http://"+promAddr, 5*time.Minute)}
-	startProm := func() error {
-		logf, _ := os.OpenFile(filepath.Join(dir, "prometheus.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		cmd = exec.Command(promBin, "--config.file="+cfg, "--storage.tsdb.path="+tsdb,
-			"--storage.tsdb.retention.time=30d", "--web.listen-address="+promAddr)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		return p.WaitReady(ctx)
-	}
-	if err := startProm(); err != nil {
-		return lv, fmt.Errorf("prometheus: %w", err)
+	srv := &server{bin: promBin, log: logf, api: p, args: []string{"--config.file=" + cfg, "--storage.tsdb.path=" + tsdb,
+		"--storage.tsdb.retention.time=30d", "--web.listen-address=" + promAddr}}
+	defer srv.stop()
+	if err := srv.start(); err != nil {
+		return lv, err
 	}
 
 	rules, err := os.ReadFile(rulesFile)
@@ -166,14 +146,14 @@ func backfill(work, promBin, promtool, rulesFile string, t *template, n, index i
 			return lv, fmt.Errorf("promtool create-blocks-from rules, pass %d: %v\n%s", i, err, tail(out))
 		}
 		blocks, _ := os.ReadDir(outDir)
-		stop()
+		srv.stop()
 		for _, b := range blocks {
 			if err := os.Rename(filepath.Join(outDir, b.Name()), filepath.Join(tsdb, b.Name())); err != nil {
 				return lv, err
 			}
 		}
-		if err := startProm(); err != nil {
-			return lv, fmt.Errorf("prometheus after pass %d: %w", i, err)
+		if err := srv.start(); err != nil {
+			return lv, fmt.Errorf("after pass %d: %w", i, err)
 		}
 		log("rules pass %d of %d: %d blocks", i+1, len(passes), len(blocks))
 	}
@@ -187,7 +167,7 @@ func backfill(work, promBin, promtool, rulesFile string, t *template, n, index i
 
 	// Idle rate, then every query of one node, over the span and over 5
 	// minutes, `repeats` times each.
-	pid := cmd.Process.Pid
+	pid := srv.cmd.Process.Pid
 	time.Sleep(5 * time.Second)
 	c0, _ := cpuTicks(pid)
 	ti := time.Now()
@@ -200,7 +180,8 @@ func backfill(work, promBin, promtool, rulesFile string, t *template, n, index i
 	// panel's data points (about 1,000 on a wide screen: 6 h gives 20 s,
 	// rounded to 30 s here), $__rate_interval max(4 × scrape, $__interval +
 	// scrape).
-	long := maps(one, map[string]string{"__range": spanPromQL(span), "__interval": step.String(),
+	long := maps.Clone(one)
+	maps.Copy(long, map[string]string{"__range": model.Duration(span).String(), "__interval": step.String(),
 		"__rate_interval": (max(4*interval, step+interval)).String()})
 	measure := func(expr string, instant bool, from, to time.Time, st time.Duration) (longQuery, error) {
 		v := url.Values{"query": {expr}}
@@ -281,28 +262,6 @@ func backfill(work, promBin, promtool, rulesFile string, t *template, n, index i
 	sort.SliceStable(lv.Queries, func(i, j int) bool { return lv.Queries[i].CPUS > lv.Queries[j].CPUS })
 	sort.SliceStable(lv.Short, func(i, j int) bool { return lv.Short[i].CPUS > lv.Short[j].CPUS })
 	return lv, nil
-}
-
-func maps(base, over map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range over {
-		out[k] = v
-	}
-	return out
-}
-
-// spanPromQL writes a duration as PromQL does (6h, 90m, 45s).
-func spanPromQL(d time.Duration) string {
-	switch {
-	case d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	case d%time.Minute == 0:
-		return fmt.Sprintf("%dm", d/time.Minute)
-	}
-	return fmt.Sprintf("%ds", d/time.Second)
 }
 
 func tail(b []byte) string {

@@ -16,7 +16,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/fabric-exporter/fabric_exporter/dashboards"
@@ -159,39 +158,14 @@ scrape_configs:
 	}
 	logf, _ := os.Create(filepath.Join(dir, "prometheus.log"))
 	defer logf.Close()
-	var cmd *exec.Cmd
-	stop := func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(2 * time.Minute):
-			cmd.Process.Kill()
-			<-done
-		}
-	}
 	p := &prom{promapi.New("http://"+promAddr, 2*time.Minute)}
-	startProm := func() error {
-		cmd = exec.Command(promBin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
-			"--web.listen-address="+promAddr)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		// A restart replays the WAL of every node's series first.
-		readyCtx, cancelReady := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancelReady()
-		if err := p.WaitReady(readyCtx); err != nil {
-			return fmt.Errorf("prometheus not ready: %w", err)
-		}
-		return nil
-	}
+	ps := &server{bin: promBin, log: logf, api: p, args: []string{"--config.file=" + filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path=" + filepath.Join(dir, "tsdb"), "--web.listen-address=" + promAddr}}
 	defer os.RemoveAll(dir)
-	if err := startProm(); err != nil {
+	if err := ps.start(); err != nil {
 		return r, err
 	}
-	defer func() { stop() }()
+	defer ps.stop()
 	log("prometheus %s ready; warm-up %s", r.Prometheus, warmup)
 	// The warm-up's evaluations too: a group that misses its round while
 	// Prometheus creates every node's series shows here.
@@ -228,9 +202,9 @@ scrape_configs:
 		if m, err := p.missedByGroup(); err == nil {
 			r.MissedFirstStart = m
 		}
-		stop()
+		ps.stop()
 		t0 := time.Now()
-		if err := startProm(); err != nil {
+		if err := ps.start(); err != nil {
 			return r, err
 		}
 		r.RestartS = time.Since(t0).Seconds()
@@ -398,7 +372,7 @@ scrape_configs:
 	r.AlertsOK = len(r.AlertProblems) == 0
 
 	if len(costFiles) > 0 {
-		r.Costs, r.QueryCosts, err = measureCost(p, cmd.Process.Pid, filepath.Join(dir, "prometheus.yml"), n, interval, log)
+		r.Costs, r.QueryCosts, err = measureCost(p, ps.cmd.Process.Pid, filepath.Join(dir, "prometheus.yml"), n, interval, log)
 		return r, err
 	}
 	if !costQueries {
