@@ -33,7 +33,7 @@ const repo = ".."
 
 // start runs a command until the test ends; its output goes to a log file
 // that is printed if the test fails.
-func start(t *testing.T, name string, args ...string) *exec.Cmd {
+func start(t testing.TB, name string, args ...string) *exec.Cmd {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), filepath.Base(name)+".log")
 	f, err := os.Create(logPath)
@@ -158,7 +158,8 @@ func (w *webhook) all() []event {
 // data; everything resolves when the faults end (the blind node once its
 // sysfs appears, without a restart); the healthy node never alerts, and no
 // collector that is only not configured (nccl without a log path) alerts.
-func TestAlertingEndToEnd(t *testing.T) {
+func TestAlertingEndToEnd(tt *testing.T) {
+	t := testenv.RepeatFailures(tt)
 	if testing.Short() {
 		t.Skip("-short")
 	}
@@ -667,7 +668,7 @@ type expectation struct {
 }
 
 // waitAlerts waits until the webhook got each expected alert with status.
-func waitAlerts(t *testing.T, hook *webhook, nodes map[string]*node, status string, exp []expectation) {
+func waitAlerts(t testing.TB, hook *webhook, nodes map[string]*node, status string, exp []expectation) {
 	t.Helper()
 	for _, e := range exp {
 		want := map[string]string{"alertname": e.alert, "instance": nodes[e.node].addr, "cluster": "lab"}
@@ -690,7 +691,7 @@ func waitAlerts(t *testing.T, hook *webhook, nodes map[string]*node, status stri
 
 // fixPlacement repairs the fixture /proc: the RDMA device nodes appear in
 // the schedulers' containers and PID 4310's memory moves to its GPU's node.
-func fixPlacement(t *testing.T, proc string) {
+func fixPlacement(t testing.TB, proc string) {
 	t.Helper()
 	for _, pid := range []string{"4310", "4311"} {
 		dev := filepath.Join(proc, pid, "root/dev/infiniband")
@@ -745,7 +746,7 @@ node7:6666:6700 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] via P2P/IPC
 node7:6666:6666 [0] NCCL INFO ncclCommInitRank comm 0x55d0c0a0 rank 0 nranks 8 cudaDev 0 nvmlDev 0 busId 19000 commId 0x5c1e2f3a4b5c6d7e - Init COMPLETE
 `
 
-func writeNCCL(t *testing.T, path, content string) {
+func writeNCCL(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
@@ -761,7 +762,7 @@ func appendNCCL(path, line string) {
 	f.Close()
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {

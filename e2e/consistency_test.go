@@ -17,7 +17,8 @@ import (
 // the same series with the same values: concurrent scrapes neither lose nor
 // mix up data (the collectors serialise per collector, each scrape gets its
 // own batches).
-func TestTwoPrometheusServersAgree(t *testing.T) {
+func TestTwoPrometheusServersAgree(tt *testing.T) {
+	t := testenv.RepeatFailures(tt)
 	if testing.Short() {
 		t.Skip("-short")
 	}

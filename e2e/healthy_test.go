@@ -33,7 +33,7 @@ type scrapeProxy struct {
 	failing atomic.Bool
 }
 
-func newScrapeProxy(t *testing.T, exporterAddr string) *scrapeProxy {
+func newScrapeProxy(t testing.TB, exporterAddr string) *scrapeProxy {
 	t.Helper()
 	p := &scrapeProxy{}
 	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: exporterAddr})
@@ -52,7 +52,7 @@ func newScrapeProxy(t *testing.T, exporterAddr string) *scrapeProxy {
 func (p *scrapeProxy) addr() string { return strings.TrimPrefix(p.srv.URL, "http://") }
 
 // nextEvaluation returns when the rule group will next be evaluated.
-func nextEvaluation(t *testing.T, prom *promClient, group string) time.Time {
+func nextEvaluation(t testing.TB, prom *promClient, group string) time.Time {
 	t.Helper()
 	var next time.Time
 	waitFor(t, 30*time.Second, "rule group "+group+" evaluated", func() bool {
@@ -82,7 +82,7 @@ func nextEvaluation(t *testing.T, prom *promClient, group string) time.Time {
 // falsely before: a 2-minute-old record after one failed scrape), while
 // RailLinkDown stayed silent on the node for longer than its `for:` and a
 // history interval. It tries again when the failure missed the evaluation.
-func aroundHistoryEvaluation(t *testing.T, prom *promClient, instance, what string, fault, heal func()) {
+func aroundHistoryEvaluation(t testing.TB, prom *promClient, instance, what string, fault, heal func()) {
 	t.Helper()
 	const group = "fabric_exporter.rail_history"
 	for try := 1; ; try++ {
@@ -120,7 +120,7 @@ func aroundHistoryEvaluation(t *testing.T, prom *promClient, instance, what stri
 // srcDevice, as a dual-port ConnectX shows it: another PCI function
 // (.1) with its own RDMA device and netdev, Ethernet link layer, never
 // cabled (DOWN, Disabled, the 40 Gb/s default rate of a down mlx5 port).
-func addUncabledPort(t *testing.T, sys, srcDevice, device, netdev string) {
+func addUncabledPort(t testing.TB, sys, srcDevice, device, netdev string) {
 	t.Helper()
 	link, err := os.Readlink(filepath.Join(sys, "class/infiniband", srcDevice))
 	if err != nil {
@@ -177,7 +177,7 @@ func addUncabledPort(t *testing.T, sys, srcDevice, device, netdev string) {
 }
 
 // exporterDownFor sets the for: of FabricExporterDown in rendered rules.
-func exporterDownFor(t *testing.T, rules []byte, old, new string) []byte {
+func exporterDownFor(t testing.TB, rules []byte, old, new string) []byte {
 	t.Helper()
 	i := bytes.Index(rules, []byte("- alert: FabricExporterDown\n"))
 	if i < 0 {

@@ -25,7 +25,8 @@ import (
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
-func TestScaleOutVictoriaMetrics(t *testing.T) {
+func TestScaleOutVictoriaMetrics(tt *testing.T) {
+	t := testenv.RepeatFailures(tt)
 	dir := os.Getenv("VM_BIN_DIR")
 	if dir == "" {
 		t.Skip("VM_BIN_DIR not set: `make test-scaleout` installs VictoriaMetrics and sets it")
