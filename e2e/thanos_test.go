@@ -51,7 +51,8 @@ var plantedPages = map[string]string{
 	"node0002": "PFCStorm", "node0003": "RoCERetransmissions", "node0004": "NCCLSocketFallback", "node0005": "RailLinkDown",
 }
 
-func TestScaleOutThanos(t *testing.T) {
+func TestScaleOutThanos(tt *testing.T) {
+	t := testenv.RepeatFailures(tt)
 	thanos := os.Getenv("THANOS_BIN")
 	if thanos == "" {
 		t.Skip("THANOS_BIN not set: `make test-scaleout` builds Thanos and sets it")
@@ -292,8 +293,26 @@ func TestScaleOutThanos(t *testing.T) {
 	// evaluation interval, both ends on a multiple of the step, the instant
 	// ones at the end. $__range is 1m (the default 15m reaches back before
 	// the first scrape, where each server extrapolates from its own).
+	//
+	// And only once every recorded sample the range reads comes from full
+	// windows on every server: the records the dashboards read take rate()
+	// over [1m] in groups evaluated once a minute, so the sample in force at
+	// the range's start was evaluated up to a minute before it, over the
+	// minute before that. A record evaluated sooner after a server's first
+	// scrape extrapolates from its own first sample (each server scrapes
+	// first at its own moment) and differs by percents (seen: 6 %, when
+	// the pages were all in early and the comparison began 3 minutes in).
 	values := dashboards.DefaultValues()
 	values["__range"] = "1m"
+	var lastFirst int64
+	for _, a := range servers {
+		lastFirst = max(lastFirst, firstScrape(t, a))
+	}
+	warm := time.UnixMilli(lastFirst).Add(recordWindow + recordGroupInterval + time.Minute + interval)
+	if d := time.Until(warm.Add(interval)); d > 0 {
+		t.Logf("waiting %.0f s for the records of the compared minute to read full windows everywhere", d.Seconds())
+		time.Sleep(d)
+	}
 	end := time.Now().Add(-interval).Truncate(interval)
 	ref := "http://" + refAddr
 	var warned []string
@@ -330,8 +349,8 @@ func TestScaleOutThanos(t *testing.T) {
 		if len(want) > 0 {
 			withData++
 		}
-		if d := diffResults(want, got); d != "" {
-			t.Errorf("%s (%s): thanos query differs from one Prometheus: %s", panel, expr, d)
+		if d, key, ts := diffResults(want, got); d != "" {
+			t.Errorf("%s (%s): thanos query differs from one Prometheus: %s\n%s", panel, expr, d, samplesAround(ref, "http://"+queryAddr, key, ts))
 		}
 	}
 	t.Logf("%d dashboard queries compared (%d with data), largest relative difference %.2g; %d answered with a partial-response warning after the kill %v",
@@ -359,8 +378,28 @@ func timedQuery(base, expr string, instant bool, end time.Time) (a answer, warni
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
+// The records the dashboards read: rate over this window, in groups
+// evaluated at this interval (alerts/fabric-rules.yml).
+const recordWindow, recordGroupInterval = time.Minute, time.Minute
+
+// firstScrape is when a Prometheus first scraped the fleet (ms): its
+// earliest sample of up.
+func firstScrape(t testing.TB, addr string) int64 {
+	a, _, err := rawQuery("http://"+addr, "up[10m]", true, time.Now())
+	if err != nil || len(a) == 0 {
+		t.Fatalf("%s: no up samples: %v", addr, err)
+	}
+	first := int64(math.MaxInt64)
+	for _, points := range a {
+		for ts := range points {
+			first = min(first, ts)
+		}
+	}
+	return first
+}
+
 // selfMetric sums a Prometheus's own metric over its labels.
-func selfMetric(t *testing.T, addr, name string) float64 {
+func selfMetric(t testing.TB, addr, name string) float64 {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -389,7 +428,7 @@ func first(l []string) []string {
 // external labels, hashmod regex, the rules file, the test's Alertmanagers,
 // and the fleet's nodes (a static target per node name, relabelled onto
 // fleetbench's address after the hashmod).
-func shardConfig(t *testing.T, rules string, s int, r string, nodes []string, fleet string, am []string) string {
+func shardConfig(t testing.TB, rules string, s int, r string, nodes []string, fleet string, am []string) string {
 	b, err := os.ReadFile(filepath.Join(repo, "deploy/thanos/prometheus.yml"))
 	if err != nil {
 		t.Fatal(err)
@@ -532,8 +571,9 @@ const tolerance = 1e-9
 var maxRel float64
 
 // diffResults says how got differs from want: a series in one only, a
-// timestamp in one only, or a value off by more than tolerance.
-func diffResults(want, got answer) string {
+// timestamp in one only, or a value off by more than tolerance; and the
+// series and timestamp (ms) of the earliest value off, if one is.
+func diffResults(want, got answer) (diff, key string, at int64) {
 	var d []string
 	for k, w := range want {
 		g, ok := got[k]
@@ -552,6 +592,9 @@ func diffResults(want, got answer) string {
 				maxRel = math.Max(maxRel, rel)
 				if !(rel <= tolerance) {
 					d = append(d, fmt.Sprintf("%s at %d: %g, want %g", k, ts, gv, wv))
+					if key == "" || ts < at || ts == at && k < key {
+						key, at = k, ts
+					}
 				}
 			}
 		}
@@ -568,5 +611,35 @@ func diffResults(want, got answer) string {
 	if len(d) > 3 {
 		d = append(d[:3], fmt.Sprintf("and %d more", len(d)-3))
 	}
-	return strings.Join(d, "; ")
+	return strings.Join(d, "; "), key, at
+}
+
+// samplesAround is what each side stored of series key (a labelKey) in
+// the 40 s before the step at ms: the reference's samples, thanos query's
+// deduplicated ones and each replica's (dedup=false), so that a failure
+// says whether the curves or the evaluation moments differ.
+func samplesAround(ref, thanos, key string, ms int64) string {
+	if key == "" {
+		return ""
+	}
+	var sel []string
+	for _, kv := range strings.Split(strings.Trim(key, "{}"), ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			sel = append(sel, fmt.Sprintf("%s=%q", k, v))
+		}
+	}
+	expr := "{" + strings.Join(sel, ",") + "}[40s]"
+	var out []string
+	for _, side := range []struct{ name, base, extra string }{{"reference", ref, ""}, {"thanos", thanos, ""}, {"thanos, each replica", thanos, "&dedup=false"}} {
+		v := url.Values{"query": {expr}, "time": {fmt.Sprintf("%.3f", float64(ms)/1000)}}
+		resp, err := http.Get(side.base + "/api/v1/query?" + v.Encode() + side.extra)
+		if err != nil {
+			out = append(out, side.name+": "+err.Error())
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		out = append(out, fmt.Sprintf("%s, %s at %d: %s", side.name, expr, ms, b))
+	}
+	return strings.Join(out, "\n")
 }
