@@ -89,6 +89,13 @@ type Status struct {
 	// down to its own. 1: it lives in the procfs's namespace; more: in a
 	// nested one (a container with its own PID namespace); 0: no NSpid line.
 	NSpidLevels int
+	// NSpidInner is the last PID of the NSpid line: the process's PID in
+	// its own PID namespace, what getpid() returns inside it (NCCL's RAS
+	// service reports that one); 0 without an NSpid line.
+	NSpidInner int
+	// Tgid is the thread group (the process) of the task: a thread's
+	// /proc/TID/status names the process it belongs to; 0 when absent.
+	Tgid int
 }
 
 // ParseStatus parses /proc/PID/status ("Key:\tvalue" lines).
@@ -122,6 +129,19 @@ func ParseStatus(b []byte) (Status, error) {
 			s.MemsAllowed = v
 		case "NSpid":
 			s.NSpidLevels = countFields(v)
+			if s.NSpidLevels > 0 {
+				inner := v[bytes.LastIndexAny(v, " \t")+1:]
+				n, e := sysfs.ParseUint(inner)
+				if e != nil || n == 0 || n > 1<<22 {
+					err = fmt.Errorf("%w: NSpid %q", sysfs.ErrGarbage, v)
+					return
+				}
+				s.NSpidInner = int(n)
+			}
+		case "Tgid":
+			if n, e := sysfs.ParseUint(v); e == nil && n > 0 && n <= 1<<22 {
+				s.Tgid = int(n)
+			}
 		}
 	})
 	if err != nil {

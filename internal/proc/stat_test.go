@@ -30,13 +30,22 @@ func TestParseProcStatus(t *testing.T) {
 	raw, _ := os.ReadFile(fixtures + "/proc/4310/status")
 	s, err := ParseStatus(raw)
 	if err != nil || !s.HasRSS || s.VmRSS != 17807244*1024 || !s.HasCtx || s.VolCtx != 97002114 || s.NonvolCtx != 188314 ||
-		string(s.CpusAllowed) != "48-95,144-191" || string(s.MemsAllowed) != "1" || s.NSpidLevels != 1 {
+		string(s.CpusAllowed) != "48-95,144-191" || string(s.MemsAllowed) != "1" || s.NSpidLevels != 1 || s.NSpidInner != 4310 || s.Tgid != 4310 {
 		t.Errorf("%+v %v", s, err)
 	}
 	// The exporter in its own PID namespace: its PID there and in procfs's.
 	raw, _ = os.ReadFile(fixtures + "/proc/3907/status")
-	if s, err := ParseStatus(raw); err != nil || s.NSpidLevels != 2 {
+	if s, err := ParseStatus(raw); err != nil || s.NSpidLevels != 2 || s.NSpidInner != 1 {
 		t.Errorf("nested PID namespace: %+v %v", s, err)
+	}
+	// A thread of a container's process, as /proc/TID/status shows it from
+	// the host (three levels: host, the pod's, the container's own).
+	s, err = ParseStatus([]byte("Name:	pt_main_thread\nTgid:\t964\nPid:\t981\nNSpid:\t981\t19\t7\nCpus_allowed_list:\t0-15\n"))
+	if err != nil || s.Tgid != 964 || s.NSpidLevels != 3 || s.NSpidInner != 7 {
+		t.Errorf("thread of a nested process: %+v %v", s, err)
+	}
+	if _, err := ParseStatus([]byte("NSpid:\t12\tx\nCpus_allowed_list:\t0\n")); err == nil {
+		t.Error("garbage NSpid: no error")
 	}
 	// A kernel thread: no VmRSS.
 	s, err = ParseStatus([]byte("Name:\tkworker/0:1\nCpus_allowed_list:\t0\nvoluntary_ctxt_switches:\t5\nnonvoluntary_ctxt_switches:\t0\n"))
