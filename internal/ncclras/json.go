@@ -47,7 +47,7 @@ type jsonMissing struct {
 	Host    string `json:"host"`
 	PID     *int   `json:"pid"`
 	CUDADev *int   `json:"cuda_dev"`
-	Status  struct {
+	Status  *struct {
 		Unresponsive bool `json:"unresponsive"`
 		Dead         bool `json:"considered_dead"`
 	} `json:"status"`
@@ -73,7 +73,7 @@ func ParseJSON(data []byte) (*Status, error) {
 		if !ok {
 			return nil, fmt.Errorf("ncclras: JSON answer: communicator hash %q", trunc(jc.Hash))
 		}
-		c := Communicator{Hash: h, Size: jc.Size, MissingCount: jc.MissingCount}
+		c := Communicator{Hash: h, Size: jc.Size}
 		for _, jr := range jc.Ranks {
 			r := Rank{Rank: jr.Rank, Host: jr.Host, PID: intOr(jr.PID, -1), CUDADev: intOr(jr.CUDADev, -1), NVMLDev: jr.NVMLDev}
 			if s := jr.Status; s != nil {
@@ -87,14 +87,24 @@ func ParseJSON(data []byte) (*Status, error) {
 			procs[fmt.Sprint(r.Host, "/", r.PID)] = struct{}{}
 		}
 		for _, jm := range jc.Missing {
-			m := MissingRank{Rank: jm.Rank, Host: jm.Host, PID: intOr(jm.PID, -1), CUDADev: intOr(jm.CUDADev, -1),
-				Unresponsive: jm.Status.Unresponsive, Dead: jm.Status.Dead}
+			m := MissingRank{Rank: jm.Rank, Host: jm.Host, PID: intOr(jm.PID, -1), CUDADev: intOr(jm.CUDADev, -1)}
+			if s := jm.Status; s != nil {
+				// rasDumpCommsToJSON: unresponsive is "not among the
+				// peers that answered", the test rasClientRunComms
+				// makes between INCOMPLETE and NOCOMM.
+				m.Unresponsive, m.Dead, m.NoComm = s.Unresponsive, s.Dead, !s.Unresponsive
+			}
+			if m.NoComm {
+				c.NoCommCount++
+			} else {
+				c.MissingCount++ // unresponsive, or no status to tell
+			}
 			c.Missing = append(c.Missing, m)
 			hosts[m.Host] = struct{}{}
 			procs[fmt.Sprint(m.Host, "/", m.PID)] = struct{}{}
 		}
-		if c.MissingCount < len(c.Missing) {
-			c.MissingCount = len(c.Missing)
+		if n := jc.MissingCount - len(jc.Missing); n > 0 {
+			c.MissingCount += n // counted but not listed: no answer to tell otherwise
 		}
 		c.judge()
 		st.Communicators = append(st.Communicators, c)

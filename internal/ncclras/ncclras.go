@@ -6,7 +6,7 @@
 // kernel hands each connection to one of them), and the RAS network
 // spans the job: one query answers for every rank of every communicator.
 // The protocol, from src/ras/client.cc and client_support.cc of
-// NVIDIA/nccl (v2.24.3-1 to v2.29.7-1), is a line protocol:
+// NVIDIA/nccl (v2.24.3-1 to v2.30.7-1), is a line protocol:
 //
 //	CLIENT PROTOCOL 2      → SERVER PROTOCOL 2   (2 in every release so far)
 //	TIMEOUT <s>            → OK                  (RAS's collective leg timeout; default 5 s)
@@ -27,18 +27,23 @@
 //     2.28.7 to 2.28.9 omit the comma after a missing rank's nvml_dev
 //     (fixed in 2.29): ParseJSON repairs a missing comma between two
 //     members before decoding. The JSON answer carries no judgement; Parse
-//     derives RAS's own (INCOMPLETE, ERROR, MISMATCH) from the data as the
-//     text writer does.
+//     derives RAS's own (INCOMPLETE, ERROR, MISMATCH and the status) from
+//     the data as rasClientRunComms does for the text answer: a missing
+//     rank whose process answered the query without the communicator
+//     (unresponsive false: not created yet, or destroyed) is NOCOMM, a
+//     MISMATCH; only a missing rank whose process did not answer is
+//     INCOMPLETE. See judge in state.go.
 //   - Text (every version): a job summary, a table of communicator groups
-//     (no hashes), then Errors and Warnings entries that name
-//     communicators by hash ("#<group>-<index> (<%016lx hash>) INCOMPLETE |
-//     ERROR | MISMATCH") and ranks by pid and node, only for outliers
-//     (at most 10 and a quarter of the ranks; half with VERBOSE). 2.24 and
-//     2.25 list missing ranks by number only ("The missing ranks: 1,3"),
-//     call an unknown status UNKNOWN (NOCOMM later) and report one
-//     collective count ("different collective operation counts"); 2.26 to
-//     2.29 name each missing rank's pid and node and the operation whose
-//     counts differ. The text answer has no per-rank collective counts.
+//     (no hashes; the group's status and errors), then Errors and Warnings
+//     entries that name communicators by hash ("#<group>-<index>
+//     (<%016lx hash>) INCOMPLETE | ERROR | MISMATCH") and ranks by pid and
+//     node, only for outliers (at most 10 and a quarter of the ranks; half
+//     with VERBOSE). 2.24 and 2.25 list missing ranks by number only ("The
+//     missing ranks: 1,3"), call a rank without the communicator UNKNOWN
+//     (NOCOMM from 2.26) and report one collective count ("different
+//     collective operation counts"); 2.26 to 2.30 name each missing rank's
+//     pid and node and the operation whose counts differ. The text answer
+//     has no per-rank collective counts.
 //
 // Hashes are normalized to the JSON form ("0x" and lower-case hex without
 // leading zeros), the form the NCCL Inspector prints too.
@@ -82,13 +87,34 @@ type Communicator struct {
 	Hash  string // "0xf8e68da1f581fed5"
 	Size  int    // ranks (0: unknown)
 	Nodes int    // distinct hosts of its ranks (0: unknown)
-	// MissingCount is the number of ranks RAS has no data from.
+	// MissingCount is RAS's INCOMPLETE count (nIncompleteRanks in
+	// rasClientRunComms): ranks whose process did not answer the query.
+	// JSON: the missing ranks with unresponsive true (a dead process does
+	// not answer), plus any missing_ranks_count counts beyond the ranks
+	// listed; text: the INCOMPLETE entry's "Missing communicator data from
+	// N ranks" (2.24 and 2.25 count every missing rank there when any
+	// process is missing or dead).
 	MissingCount int
-	Ranks        []Rank        // the ranks that answered (JSON); those an entry names (text)
-	Missing      []MissingRank // the missing ranks RAS can name
-	// RAS's judgements: INCOMPLETE (ranks missing), ERROR (an
-	// initialization or asynchronous error on a rank), MISMATCH (ranks
-	// disagree on status or collective counts).
+	// NoCommCount is the number of ranks whose process answered without
+	// this communicator (RAS's NOCOMM, UNKNOWN in 2.24 and 2.25): not yet
+	// created there, or already destroyed (ncclCommDestroy, ncclCommAbort).
+	// NCCL makes them a MISMATCH, not INCOMPLETE. Text: the MISMATCH
+	// entry's "N ranks have status NOCOMM", else the NOCOMM ranks it lists
+	// (a single one is always listed); 0 when RAS reports no status
+	// MISMATCH.
+	NoCommCount int
+	Ranks       []Rank        // the ranks that answered (JSON); those an entry names (text)
+	Missing     []MissingRank // the missing ranks RAS can name, NOCOMM ones with NoComm set
+	// Status is the communicator's status as RAS's table prints it: the
+	// highest of its ranks' states (State), NOCOMM lowest: ABORT >
+	// FINALIZE > RUNNING > INIT > NOCOMM (statusStr and the rasACStatus
+	// bitmask of client_support.cc). Text: the group's Status column
+	// (UNKNOWN read as NOCOMM); "" when unknown.
+	Status string
+	// RAS's judgements (rasClientRunComms): INCOMPLETE (MissingCount > 0),
+	// ERROR (a rank's initialization or asynchronous error other than
+	// ncclSuccess and ncclInProgress: Rank.Failed), MISMATCH (NOCOMM
+	// ranks, ranks in different states, or different collective counts).
 	Incomplete, Error, Mismatch bool
 }
 
@@ -100,13 +126,17 @@ type Rank struct {
 	CUDADev int    // -1 when unknown
 	NVMLDev int
 	// HasStatus: the fields below come from the answer (JSON); a text
-	// answer sets InitState or AsyncError only on ranks an ERROR entry names.
+	// answer sets InitState or AsyncError only on ranks an ERROR entry
+	// names, and TextState on ranks a MISMATCH entry names with a status.
 	HasStatus      bool
-	InitState      int // ncclResult_t of the communicator's initialization (0: success)
-	AsyncError     int // ncclResult_t of ncclCommGetAsyncError (0: none; 6: remote process error)
+	InitState      int // ncclResult_t of the communicator's initialization (0: success; 7: in progress)
+	AsyncError     int // ncclResult_t of ncclCommGetAsyncError (0: none; 6: remote process error; 7: in progress)
 	FinalizeCalled bool
 	DestroyFlag    bool
 	AbortFlag      bool
+	// TextState is the status a text MISMATCH entry gives the rank
+	// (INIT, RUNNING, FINALIZE, ABORT); "" otherwise and in JSON.
+	TextState string
 	// Collectives are the collective operations the rank launched, by
 	// operation, in RAS's order (JSON only).
 	Collectives []OpCount
@@ -118,15 +148,21 @@ type OpCount struct {
 	Count uint64
 }
 
-// MissingRank is a rank RAS has no data from.
+// MissingRank is a rank RAS has no data from for its communicator.
 type MissingRank struct {
 	Rank    int
 	Host    string // "" or "unknown" when RAS does not know
 	PID     int    // -1 when unknown
 	CUDADev int    // -1 when unknown
-	// Unresponsive: its process did not answer this query; Dead: RAS
-	// considers the process dead (unreachable over the RAS network).
+	// Unresponsive: its process did not answer this query (JSON; text:
+	// the ranks an INCOMPLETE entry names, 2.26 and later). Dead: RAS
+	// considers the process dead (rasPeerIsDead: unreachable over the RAS
+	// network; text: its process is in the DEAD entry).
 	Unresponsive, Dead bool
+	// NoComm: its process answered, without this communicator (RAS's
+	// NOCOMM: JSON unresponsive false, as rasClientRunComms decides it;
+	// text: named with status NOCOMM or UNKNOWN).
+	NoComm bool
 }
 
 // Ops are the collective operations RAS counts (NCCL_NUM_FUNCTIONS, 5 in
@@ -169,47 +205,6 @@ func errorCode(s string) int {
 		}
 	}
 	return UnknownError
-}
-
-// judge sets Nodes and RAS's judgements of a JSON communicator, as the
-// text writer computes them: INCOMPLETE when ranks are missing, ERROR when
-// a rank has an initialization or asynchronous error, MISMATCH when ranks
-// disagree on any collective count or status.
-func (c *Communicator) judge() {
-	hosts := map[string]struct{}{}
-	for _, r := range c.Ranks {
-		hosts[r.Host] = struct{}{}
-	}
-	for _, m := range c.Missing {
-		hosts[m.Host] = struct{}{}
-	}
-	c.Nodes = len(hosts)
-	c.Incomplete = c.MissingCount > 0
-	for i, r := range c.Ranks {
-		if r.InitState != 0 || r.AsyncError != 0 {
-			c.Error = true
-		}
-		if i == 0 {
-			continue
-		}
-		f := c.Ranks[0]
-		if r.FinalizeCalled != f.FinalizeCalled || r.DestroyFlag != f.DestroyFlag || r.AbortFlag != f.AbortFlag ||
-			!sameCounts(r.Collectives, f.Collectives) {
-			c.Mismatch = true
-		}
-	}
-}
-
-func sameCounts(a, b []OpCount) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // normHash turns "0x00ab…", "00ab…" or "AB…" into "0xab…".

@@ -39,7 +39,7 @@ func TestParseJSONHealthy(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	c := st.Communicators[0]
-	want := Communicator{Hash: "0xf8e68da1f581fed5", Size: 2, Nodes: 1}
+	want := Communicator{Hash: "0xf8e68da1f581fed5", Size: 2, Nodes: 1, Status: StateRunning}
 	ops := []OpCount{{"Broadcast", 1}, {"Reduce", 0}, {"AllGather", 0}, {"ReduceScatter", 0}, {"AllReduce", 527}}
 	for i, pid := range []int{658, 659} {
 		want.Ranks = append(want.Ranks, Rank{Rank: i, Host: "127.0.0.1", PID: pid, HasStatus: true, Collectives: ops})
@@ -119,9 +119,9 @@ func TestParseTextVersions(t *testing.T) {
 		{file: "2.28.9-text-healthy.txt", version: "2.28.9", nodes: 1, procs: 2, groups: 1},
 		{file: "2.28.9-text-verbose-mismatch.txt", version: "2.28.9", nodes: 1, procs: 2, groups: 1, comms: 1, mism: true},
 		{file: "2.28.9-text-killed.txt", version: "2.28.9", nodes: 1, procs: 2, groups: 1, comms: 1, incomplete: true, err: true,
-			missing: []MissingRank{{Rank: 1, Host: "127.0.0.1", PID: 659, CUDADev: 0}}, asyncRank: 0, asyncPID: 658, missingProcesses: 1},
+			missing: []MissingRank{{Rank: 1, Host: "127.0.0.1", PID: 659, CUDADev: 0, Unresponsive: true}}, asyncRank: 0, asyncPID: 658, missingProcesses: 1},
 		{file: "2.28.9-text-killed-dead.txt", version: "2.28.9", nodes: 1, procs: 2, groups: 1, comms: 1, incomplete: true, err: true,
-			missing: []MissingRank{{Rank: 1, Host: "127.0.0.1", PID: 731, CUDADev: 0}}, asyncRank: 0, asyncPID: 730, dead: 1},
+			missing: []MissingRank{{Rank: 1, Host: "127.0.0.1", PID: 731, CUDADev: 0, Unresponsive: true, Dead: true}}, asyncRank: 0, asyncPID: 730, dead: 1},
 		{file: "2.25.1-text-constructed-healthy.txt", version: "2.25.1", nodes: 2, procs: 16, groups: 2},
 		{file: "2.25.1-text-constructed-killed.txt", version: "2.25.1", nodes: 2, procs: 16, groups: 1, comms: 1, incomplete: true, err: true, mism: true,
 			missing: []MissingRank{{Rank: 11, PID: -1, CUDADev: -1}}, asyncRank: 3, asyncPID: 40117, missingProcesses: 1},

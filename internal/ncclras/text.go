@@ -23,6 +23,13 @@ var (
 	// " -- ", and "[process information not found]" after it.
 	reRank     = regexp.MustCompile(`^  Rank (\d+)(?: (.*?))? -- (?:GPU (.+) managed by process (\d+) on node (\S+)|\[process information not found\])$`)
 	reNReports = regexp.MustCompile(`^  \d+ ranks reported (.+)$`)
+	// A MISMATCH entry's status part: "N ranks have status S" before the
+	// ranks of that status (when more than one), "Rank N has status S
+	// -- …" (one, reRank); 2.24 and 2.25 name the UNKNOWN ranks by number
+	// only: "The unknown ranks: 1,3", "Rank 3 has status UNKNOWN".
+	reNStatus    = regexp.MustCompile(`^  (\d+) ranks have status ([A-Z]+)$`)
+	reUnknownLs  = regexp.MustCompile(`^  The unknown ranks: ([0-9,]+)$`)
+	reRankStatus = regexp.MustCompile(`^  Rank (\d+) has status ([A-Z]+)$`)
 )
 
 // ParseText parses a text STATUS answer (every NCCL version with RAS).
@@ -32,11 +39,8 @@ func ParseText(data []byte) (*Status, error) {
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
 	var (
 		section string // "", "summary", "comms", "errors", "warnings"
-		entry   string // header of the current Errors/Warnings entry
-		comm    *Communicator
-		inInit  bool   // inside an ERROR entry's initialization errors
-		errStr  string // the error of "N ranks reported X"
 		summary int    // job summary lines seen
+		e       textEntry
 	)
 	byHash := map[string]int{}
 	for sc.Scan() {
@@ -60,7 +64,7 @@ func ParseText(data []byte) (*Status, error) {
 			section = "warnings"
 			continue
 		case line == "" || strings.HasPrefix(line, "==="):
-			entry, comm = "", nil
+			e = textEntry{}
 			continue
 		}
 		switch section {
@@ -85,7 +89,7 @@ func ParseText(data []byte) (*Status, error) {
 			}
 		case "errors", "warnings":
 			if line[0] != ' ' { // an entry's header
-				entry, comm, inInit, errStr = line, nil, false, ""
+				e = textEntry{name: line}
 				if m := reEntry.FindStringSubmatch(line); m != nil {
 					h, _ := normHash(m[3])
 					i, ok := byHash[h]
@@ -94,7 +98,7 @@ func ParseText(data []byte) (*Status, error) {
 						if g, err := strconv.Atoi(m[1]); err == nil {
 							for _, gr := range st.Groups {
 								if gr.Index == g {
-									c.Size, c.Nodes = gr.RanksPerComm, gr.NodesPerComm
+									c.Size, c.Nodes, c.Status = gr.RanksPerComm, gr.NodesPerComm, normState(gr.Status)
 								}
 							}
 						}
@@ -102,20 +106,20 @@ func ParseText(data []byte) (*Status, error) {
 						i = len(st.Communicators) - 1
 						byHash[h] = i
 					}
-					comm = &st.Communicators[i]
-					entry = m[4]
-					switch entry {
+					e.comm = &st.Communicators[i]
+					e.name = m[4]
+					switch e.name {
 					case "INCOMPLETE":
-						comm.Incomplete = true
+						e.comm.Incomplete = true
 					case "ERROR":
-						comm.Error = true
+						e.comm.Error = true
 					case "MISMATCH":
-						comm.Mismatch = true
+						e.comm.Mismatch = true
 					}
 				}
 				continue
 			}
-			textDetail(st, comm, entry, line, &inInit, &errStr)
+			e.detail(st, line)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -127,27 +131,38 @@ func ParseText(data []byte) (*Status, error) {
 	return st, nil
 }
 
-// textDetail reads one indented line of an Errors or Warnings entry.
-func textDetail(st *Status, comm *Communicator, entry, line string, inInit *bool, errStr *string) {
+// textEntry is the Errors or Warnings entry being read.
+type textEntry struct {
+	name   string        // INCOMPLETE, ERROR, MISMATCH (communicator entries), DEAD, TIMEOUT, …
+	comm   *Communicator // the communicator it names
+	inInit bool          // ERROR: inside the initialization errors
+	errStr string        // ERROR: the error of "N ranks reported X"
+	part   string        // MISMATCH: "status" or "counts", the part being read
+	status string        // MISMATCH status part: the status of "N ranks have status S"
+}
+
+// detail reads one indented line of an entry.
+func (e *textEntry) detail(st *Status, line string) {
+	comm := e.comm
 	if comm == nil {
 		if m := reProcess.FindStringSubmatch(line); m != nil {
 			pid, _ := strconv.Atoi(m[1])
 			p := Process{PID: pid, Host: m[2], GPUs: m[3]}
-			switch entry {
+			switch e.name {
 			case "DEAD":
 				st.DeadProcesses = append(st.DeadProcesses, p)
 			case "INCOMPLETE":
 				st.MissingProcesses = append(st.MissingProcesses, p)
 			}
 		}
-		if entry == "TIMEOUT" {
+		if e.name == "TIMEOUT" {
 			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Encountered" {
 				st.Timeouts, _ = strconv.Atoi(f[1])
 			}
 		}
 		return
 	}
-	switch entry {
+	switch e.name {
 	case "INCOMPLETE":
 		if m := reMissingN.FindStringSubmatch(line); m != nil {
 			comm.MissingCount, _ = strconv.Atoi(m[1])
@@ -156,53 +171,160 @@ func textDetail(st *Status, comm *Communicator, entry, line string, inInit *bool
 		if m := reMissingLs.FindStringSubmatch(line); m != nil { // 2.24, 2.25
 			for _, s := range strings.Split(m[1], ",") {
 				if r, err := strconv.Atoi(s); err == nil {
-					comm.Missing = append(comm.Missing, MissingRank{Rank: r, PID: -1, CUDADev: -1})
+					addMissing(comm, MissingRank{Rank: r, PID: -1, CUDADev: -1})
 				}
 			}
 			return
 		}
+		// 2.26 and later name only the ranks whose process did not
+		// answer (rasClientRunComms filters out the NOCOMM ones).
 		if m := reRank.FindStringSubmatch(line); m != nil && m[2] == "" {
-			r, _ := strconv.Atoi(m[1])
-			mr := MissingRank{Rank: r, PID: -1, CUDADev: -1, Host: m[5]}
-			if m[4] != "" {
-				mr.PID, _ = strconv.Atoi(m[4])
-				mr.CUDADev = gpuNumber(m[3])
-			}
-			comm.Missing = append(comm.Missing, mr)
+			mr := missingRank(m)
+			mr.Unresponsive = true
+			mr.Dead = isDead(st, mr)
+			addMissing(comm, mr)
 		}
 	case "ERROR":
 		switch {
 		case strings.HasPrefix(line, "  Initialization error"):
-			*inInit, *errStr = true, ""
+			e.inInit, e.errStr = true, ""
 			return
 		case strings.HasPrefix(line, "  Asynchronous error"):
-			*inInit, *errStr = false, ""
+			e.inInit, e.errStr = false, ""
 			return
 		}
 		if m := reNReports.FindStringSubmatch(line); m != nil {
-			*errStr = m[1]
+			e.errStr = m[1]
 			return
 		}
 		m := reRank.FindStringSubmatch(line)
 		if m == nil {
 			return
 		}
-		e := *errStr
+		es := e.errStr
 		if strings.HasPrefix(m[2], "reported ") {
-			e = strings.TrimPrefix(m[2], "reported ")
+			es = strings.TrimPrefix(m[2], "reported ")
 		} else if m[2] != "" {
 			return
 		}
-		if e == "" {
+		if es == "" {
 			return
 		}
 		r := textRank(comm, m)
-		if *inInit {
-			r.InitState = errorCode(e)
+		if e.inInit {
+			r.InitState = errorCode(es)
 		} else {
-			r.AsyncError = errorCode(e)
+			r.AsyncError = errorCode(es)
+		}
+	case "MISMATCH":
+		e.mismatch(comm, line)
+	}
+}
+
+// mismatch reads a line of a MISMATCH entry. Its status part ("different
+// status") lists the statuses by frequency, most frequent first: "N ranks
+// have status S" when more than one has it, then its outliers "Rank R --
+// GPU …"; a status only one rank has is "Rank R has status S -- GPU …".
+// NOCOMM (2.26 and later) ranks' processes answered without the
+// communicator. UNKNOWN (2.24, 2.25) are all the missing ranks: NOCOMM
+// when no process is missing or dead, else the INCOMPLETE entry before
+// counted them (rasClientRunComms of v2.25.1-1) and they stay missing.
+func (e *textEntry) mismatch(comm *Communicator, line string) {
+	if rest, ok := strings.CutPrefix(line, "  Communicator ranks have different "); ok {
+		e.part, e.status = "counts", ""
+		if rest == "status" {
+			e.part = "status"
+		}
+		return
+	}
+	if e.part != "status" {
+		return
+	}
+	noComm := func(word string) bool { return word == "NOCOMM" || word == "UNKNOWN" && !comm.Incomplete }
+	addNoComm := func(word string, mr MissingRank) {
+		mr.NoComm = noComm(word)
+		addMissing(comm, mr)
+		if mr.NoComm && comm.NoCommCount == 0 {
+			comm.NoCommCount = 1 // a status only this rank has; more come with "N ranks have status"
 		}
 	}
+	if m := reNStatus.FindStringSubmatch(line); m != nil {
+		e.status = m[2]
+		if noComm(m[2]) {
+			comm.NoCommCount, _ = strconv.Atoi(m[1])
+		}
+		return
+	}
+	if m := reUnknownLs.FindStringSubmatch(line); m != nil { // 2.24, 2.25
+		for _, s := range strings.Split(m[1], ",") {
+			if r, err := strconv.Atoi(s); err == nil {
+				addNoComm("UNKNOWN", MissingRank{Rank: r, PID: -1, CUDADev: -1})
+			}
+		}
+		return
+	}
+	if m := reRankStatus.FindStringSubmatch(line); m != nil { // 2.24, 2.25: "Rank 3 has status UNKNOWN"
+		if r, err := strconv.Atoi(m[1]); err == nil && m[2] == "UNKNOWN" {
+			addNoComm(m[2], MissingRank{Rank: r, PID: -1, CUDADev: -1})
+		}
+		return
+	}
+	m := reRank.FindStringSubmatch(line)
+	if m == nil {
+		return
+	}
+	word := e.status
+	if s, ok := strings.CutPrefix(m[2], "has status "); ok {
+		word = s
+	} else if m[2] != "" {
+		return
+	}
+	switch normState(word) {
+	case "":
+	case StateNoComm:
+		addNoComm(word, missingRank(m))
+	default:
+		textRank(comm, m).TextState = word
+	}
+}
+
+// missingRank is the missing rank a reRank match names.
+func missingRank(m []string) MissingRank {
+	r, _ := strconv.Atoi(m[1])
+	mr := MissingRank{Rank: r, PID: -1, CUDADev: -1, Host: m[5]}
+	if m[4] != "" {
+		mr.PID, _ = strconv.Atoi(m[4])
+		mr.CUDADev = gpuNumber(m[3])
+	}
+	return mr
+}
+
+// addMissing adds a missing rank, or fills in the one of that number.
+func addMissing(c *Communicator, mr MissingRank) {
+	for i := range c.Missing {
+		if o := &c.Missing[i]; o.Rank == mr.Rank {
+			if o.PID < 0 && mr.PID >= 0 {
+				o.Host, o.PID, o.CUDADev = mr.Host, mr.PID, mr.CUDADev
+			}
+			o.Unresponsive, o.Dead, o.NoComm = o.Unresponsive || mr.Unresponsive, o.Dead || mr.Dead, o.NoComm || mr.NoComm
+			return
+		}
+	}
+	c.Missing = append(c.Missing, mr)
+}
+
+// isDead reports whether the DEAD entry (before the communicators'
+// entries) names the missing rank's process.
+func isDead(st *Status, mr MissingRank) bool {
+	if mr.PID < 0 {
+		return false
+	}
+	for _, p := range st.DeadProcesses {
+		if p.PID == mr.PID && p.Host == mr.Host {
+			return true
+		}
+	}
+	return false
 }
 
 // textRank returns the communicator's rank a reRank match names, adding it
