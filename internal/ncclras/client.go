@@ -29,11 +29,35 @@ const DefaultMaxAnswer = 4 << 20
 // maxLine bounds a handshake answer line.
 const maxLine = 1024
 
+// DefaultTimeout bounds a whole query when Options.Timeout is 0. A STATUS
+// runs one RAS collective, RAS_COLL_COMMS (rasClientRunInit in
+// client_support.cc starts the RAS_COLL_CONNS one only inside "#if 0",
+// 2.24.3 to 2.30.7), which RAS ends after its leg timeout plus an extra
+// timeout at the latest: RAS_COLLECTIVE_LEG_TIMEOUT_SEC 5 s and
+// RAS_COLLECTIVE_EXTRA_TIMEOUT_SEC 5 s, both times NCCL_RAS_TIMEOUT_FACTOR
+// (ras_internal.h; rasCollsHandleTimeouts in collectives.cc gives up
+// after coll->timeout + RAS_COLLECTIVE_EXTRA_TIMEOUT). NCCL's own ncclras
+// client waits that long plus 1 s for each read (client.cc: tv.tv_sec +=
+// RAS_COLLECTIVE_LEG_TIMEOUT_SEC + RAS_COLLECTIVE_EXTRA_TIMEOUT_SEC after
+// 1 s). 30 s leaves RAS its 10 s with a timeout factor up to 2 and the
+// handshake's and the answer's own time, so that RAS reports the peers
+// that do not answer (INCOMPLETE, timeouts_count) before the client gives
+// up on the whole answer. A caller that cannot wait that long sets
+// RASTimeout too, so that RAS answers within Timeout.
+const DefaultTimeout = 30 * time.Second
+
 // Options configures Query.
 type Options struct {
 	// Timeout bounds the whole query, from dial to the answer's end
-	// (default 5 s). Every step also ends at this deadline.
+	// (default DefaultTimeout). Every step also ends at this deadline.
 	Timeout time.Duration
+	// RASTimeout, when positive, is sent as "TIMEOUT <s>" in whole seconds
+	// (truncated, at least 1): RAS's collective leg timeout for this query,
+	// replacing 5 s × NCCL_RAS_TIMEOUT_FACTOR (the extra 5 s × factor
+	// still follows it). 0, the default, sends no TIMEOUT, as NCCL's
+	// ncclras client without -t does; RAS keeps its own default. (TIMEOUT
+	// 0 would turn RAS's timeout off: never sent.)
+	RASTimeout time.Duration
 	// MaxAnswer bounds the answer's size (default DefaultMaxAnswer).
 	MaxAnswer int64
 	// Verbose asks VERBOSE STATUS (more outliers named in text).
@@ -63,11 +87,10 @@ func Refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 // Query asks the RAS service at addr for its STATUS: JSON where the
 // server accepts SET FORMAT json (NCCL 2.28.7+), text otherwise. It sends
-// TIMEOUT with half the query's timeout (at least 1 s) so that RAS gives
-// up on unresponsive peers before the client does.
+// TIMEOUT only when o.RASTimeout is set.
 func Query(ctx context.Context, addr string, o Options) (*Status, error) {
 	if o.Timeout <= 0 {
-		o.Timeout = 5 * time.Second
+		o.Timeout = DefaultTimeout
 	}
 	if o.MaxAnswer <= 0 {
 		o.MaxAnswer = DefaultMaxAnswer
@@ -107,15 +130,14 @@ func Query(ctx context.Context, addr string, o Options) (*Status, error) {
 	if !ok || perr != nil || proto < 1 {
 		return fail("handshake", fmt.Errorf("unexpected answer %q", trunc(line)))
 	}
-	secs := int(o.Timeout / 2 / time.Second)
-	if secs < 1 {
-		secs = 1
-	}
-	if line, err = exchange(conn, br, "TIMEOUT "+strconv.Itoa(secs)); err != nil {
-		return fail("timeout", err)
-	}
-	if !strings.EqualFold(line, "OK") {
-		return fail("timeout", fmt.Errorf("unexpected answer %q", trunc(line)))
+	if o.RASTimeout > 0 {
+		secs := max(int64(o.RASTimeout/time.Second), 1)
+		if line, err = exchange(conn, br, "TIMEOUT "+strconv.FormatInt(secs, 10)); err != nil {
+			return fail("timeout", err)
+		}
+		if !strings.EqualFold(line, "OK") {
+			return fail("timeout", fmt.Errorf("unexpected answer %q", trunc(line)))
+		}
 	}
 	format := "text"
 	if !o.Text {

@@ -108,12 +108,12 @@ func TestQueryJSONAndText(t *testing.T) {
 	p.mu.Lock()
 	got := strings.Join(p.cmds, "|")
 	p.mu.Unlock()
-	if got != "CLIENT PROTOCOL 2|TIMEOUT 2|SET FORMAT json|STATUS" {
+	if got != "CLIENT PROTOCOL 2|SET FORMAT json|STATUS" {
 		t.Fatalf("commands %s", got)
 	}
 	// A server before 2.28.7 refuses SET FORMAT: the client reads text.
 	old := newPeer(t, rasServer(false, nil, fixture(t, "2.25.1-text-constructed-killed.txt")))
-	st, err = Query(context.Background(), old.addr(), Options{Timeout: 4 * time.Second, Verbose: true})
+	st, err = Query(context.Background(), old.addr(), Options{Timeout: 4 * time.Second, RASTimeout: 2500 * time.Millisecond, Verbose: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,8 +123,35 @@ func TestQueryJSONAndText(t *testing.T) {
 	old.mu.Lock()
 	got = strings.Join(old.cmds, "|")
 	old.mu.Unlock()
-	if got != "CLIENT PROTOCOL 2|TIMEOUT 2|SET FORMAT json|VERBOSE STATUS" {
+	if got != "CLIENT PROTOCOL 2|TIMEOUT 2|SET FORMAT json|VERBOSE STATUS" { // whole seconds, truncated
 		t.Fatalf("commands %s", got)
+	}
+}
+
+// TestQueryTimeoutCommand: TIMEOUT only when RASTimeout asks, in whole
+// seconds and never 0 (TIMEOUT 0 turns RAS's collective timeout off).
+func TestQueryTimeoutCommand(t *testing.T) {
+	j := fixture(t, "2.28.9-json-healthy.txt")
+	for _, tc := range []struct {
+		ras  time.Duration
+		want string
+	}{
+		{0, "CLIENT PROTOCOL 2|SET FORMAT json|STATUS"},
+		{-time.Second, "CLIENT PROTOCOL 2|SET FORMAT json|STATUS"},
+		{300 * time.Millisecond, "CLIENT PROTOCOL 2|TIMEOUT 1|SET FORMAT json|STATUS"},
+		{5 * time.Second, "CLIENT PROTOCOL 2|TIMEOUT 5|SET FORMAT json|STATUS"},
+		{12900 * time.Millisecond, "CLIENT PROTOCOL 2|TIMEOUT 12|SET FORMAT json|STATUS"},
+	} {
+		p := newPeer(t, rasServer(true, j, nil))
+		if _, err := Query(context.Background(), p.addr(), Options{RASTimeout: tc.ras}); err != nil {
+			t.Fatal(err)
+		}
+		p.mu.Lock()
+		got := strings.Join(p.cmds, "|")
+		p.mu.Unlock()
+		if got != tc.want {
+			t.Errorf("RASTimeout %s: commands %s, want %s", tc.ras, got, tc.want)
+		}
 	}
 }
 
@@ -227,7 +254,7 @@ func TestHostilePeers(t *testing.T) {
 			runtime.GC()
 			runtime.ReadMemStats(&before)
 			start := time.Now()
-			st, err := Query(context.Background(), p.addr(), Options{Timeout: timeout, MaxAnswer: tc.max})
+			st, err := Query(context.Background(), p.addr(), Options{Timeout: timeout, RASTimeout: time.Second, MaxAnswer: tc.max})
 			took := time.Since(start)
 			var after runtime.MemStats
 			runtime.ReadMemStats(&after)

@@ -9,12 +9,15 @@
 // NVIDIA/nccl (v2.24.3-1 to v2.30.7-1), is a line protocol:
 //
 //	CLIENT PROTOCOL 2      → SERVER PROTOCOL 2   (2 in every release so far)
-//	TIMEOUT <s>            → OK                  (RAS's collective leg timeout; default 5 s)
+//	TIMEOUT <s>            → OK                  (optional: RAS's collective leg timeout;
+//	                                              default 5 s × NCCL_RAS_TIMEOUT_FACTOR)
 //	SET FORMAT json        → OK                  (2.28.7 and later; older servers
 //	                                              answer "ERROR: Unknown command …")
 //	STATUS | VERBOSE STATUS → the answer, until the server closes the connection
 //
-// Invalid commands answer "ERROR: …" and leave the connection open.
+// Invalid commands answer "ERROR: …" and leave the connection open. Query
+// sends TIMEOUT only when Options.RASTimeout asks for it, as NCCL's own
+// ncclras client sends it only with -t (client.cc).
 //
 // Answers:
 //
