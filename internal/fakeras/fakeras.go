@@ -1,10 +1,16 @@
 // Package fakeras serves NCCL's RAS client protocol on a loopback port with
-// recorded answers (internal/ncclras/testdata), for tests: the nccl-ras
-// collector's and the alerting end-to-end test. It answers as NCCL's RAS
-// thread does (src/ras/client_support.cc): "CLIENT PROTOCOL n" → "SERVER
-// PROTOCOL 2", "TIMEOUT s" → "OK", "SET FORMAT json" → "OK" where the
-// server knows JSON (NCCL ≥ 2.28.7), else "ERROR: Unknown command", and
-// STATUS / VERBOSE STATUS → the answer, then it closes the connection.
+// recorded or constructed answers (internal/ncclras/testdata: one file per
+// RAS state: healthy, killed, dead, NOCOMM, in progress, finalize, abort,
+// …), for tests: the nccl-ras collector's and the alerting end-to-end
+// test. It answers as NCCL's RAS thread does (rasClientEventLoop in
+// src/ras/client_support.cc), one command a line, in any order, any case:
+// "CLIENT PROTOCOL n" → "SERVER PROTOCOL 2"; "TIMEOUT s" → "OK", or
+// "ERROR: Invalid timeout value s" for a negative or non-numeric s (the
+// command is optional: a client that sends none gets the answer all the
+// same); "SET FORMAT json|text" → "OK" where the server knows formats
+// (NCCL ≥ 2.28.7; another format: "ERROR: Invalid format f"), else
+// "ERROR: Unknown command …"; STATUS / VERBOSE STATUS → the answer, then
+// it closes the connection. Commands lists what clients sent.
 package fakeras
 
 import (
@@ -12,6 +18,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +35,7 @@ type Server struct {
 	mu       sync.Mutex
 	jsonFile string
 	textFile string
+	cmds     []string
 	Hang     atomic.Bool
 	wg       sync.WaitGroup
 }
@@ -68,6 +76,14 @@ func (f *Server) Set(jsonFile, textFile string) {
 	f.mu.Unlock()
 }
 
+// Commands returns the command lines clients sent, in order, every
+// connection's (without the line end).
+func (f *Server) Commands() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.cmds...)
+}
+
 // Addr is the server's host:port.
 func (f *Server) Addr() string { return f.ln.Addr().String() }
 
@@ -84,15 +100,29 @@ func (f *Server) serve(t testing.TB, c net.Conn) {
 			time.Sleep(2 * time.Second)
 			return
 		}
-		u := strings.ToUpper(strings.TrimSpace(l))
+		cmd := strings.TrimSuffix(strings.TrimSuffix(l, "\n"), "\r")
+		f.mu.Lock()
+		f.cmds = append(f.cmds, cmd)
+		f.mu.Unlock()
+		u := strings.ToUpper(cmd)
 		switch {
 		case strings.HasPrefix(u, "CLIENT PROTOCOL "):
 			c.Write([]byte("SERVER PROTOCOL 2\n"))
 		case strings.HasPrefix(u, "TIMEOUT "):
-			c.Write([]byte("OK\n"))
-		case f.json && u == "SET FORMAT JSON":
-			format = "json"
-			c.Write([]byte("OK\n"))
+			arg := cmd[len("TIMEOUT "):]
+			if validTimeout(arg) {
+				c.Write([]byte("OK\n"))
+			} else {
+				c.Write([]byte("ERROR: Invalid timeout value " + arg + "\n"))
+			}
+		case f.json && strings.HasPrefix(u, "SET FORMAT "):
+			switch arg := cmd[len("SET FORMAT "):]; strings.ToLower(arg) {
+			case "json", "text":
+				format = strings.ToLower(arg)
+				c.Write([]byte("OK\n"))
+			default:
+				c.Write([]byte("ERROR: Invalid format " + arg + "\n"))
+			}
 		case u == "STATUS" || u == "VERBOSE STATUS":
 			f.mu.Lock()
 			name := f.textFile
@@ -107,7 +137,23 @@ func (f *Server) serve(t testing.TB, c net.Conn) {
 			c.Write(b)
 			return
 		default:
-			c.Write([]byte("ERROR: Unknown command " + strings.TrimSpace(l) + "\n"))
+			c.Write([]byte("ERROR: Unknown command " + cmd + "\n"))
 		}
 	}
+}
+
+// validTimeout is the check of rasClientEventLoop: strtol must read the
+// whole argument (leading blanks and one sign before the digits; an empty
+// argument reads 0) and the value must not be negative.
+func validTimeout(arg string) bool {
+	if arg == "" {
+		return true
+	}
+	num := strings.TrimLeft(arg, " \t\n\v\f\r")
+	digits := strings.TrimPrefix(strings.TrimPrefix(num, "+"), "-")
+	if len(num)-len(digits) > 1 || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return false
+	}
+	n, err := strconv.Atoi(num)
+	return err == nil && n >= 0
 }
