@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/procwatch"
 )
 
 // Namespace is the prefix of every metric this exporter writes.
@@ -55,7 +56,8 @@ type Env struct {
 	GPUs GPUInventory
 	// Processes is the process collector's view of the serving
 	// processes, for the collectors that consume it (nccl-ras queries
-	// their NCCL_RAS_ADDR); nil when the process collector is not enabled.
+	// their RAS services and joins its ranks to them); nil when the
+	// process collector is not enabled.
 	// NewExporter wires it.
 	Processes ProcessInventory
 }
@@ -63,14 +65,20 @@ type Env struct {
 // ProcessInventory is what the process collector produces for other
 // collectors. Its methods may be called at any time, concurrently with
 // every collector (nccl-ras calls them from its background poll), and
-// return quickly: they copy what the last scrape of the process collector
-// found.
+// return quickly: they read the last refresh of the process table.
 type ProcessInventory interface {
-	// RASAddresses returns the distinct NCCL_RAS_ADDR values of the
-	// selected processes whose RAS service is on (NCCL_RAS_ENABLE not 0),
-	// in ncclras.ParseAddr's form, sorted; values that are not a valid
-	// address are left out. Nil before the first scrape.
-	RASAddresses() []string
+	// RASTargets returns the RAS services of the selected processes whose
+	// RAS is on (NCCL_RAS_ENABLE not 0), each once, sorted: their
+	// NCCL_RAS_ADDR in the exporter's network namespace, and how to reach
+	// those of processes in other network namespaces (process_ras.go).
+	// Nil before the first refresh.
+	RASTargets() []RASTarget
+	// Table returns the last process table (nil before the first
+	// refresh): the processes the nccl-ras collector joins ranks to.
+	Table() *procwatch.Snapshot
+	// Nudge asks for the evidence of RDMA use of these processes (fds,
+	// queue pairs) to be re-read now, in the background.
+	Nudge(pids ...int)
 }
 
 // GPUInventory is what the gpu collector produces for other collectors.

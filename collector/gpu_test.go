@@ -305,10 +305,10 @@ func TestGPUInventoryWiring(t *testing.T) {
 		byName[nc.name] = nc.c
 	}
 	p := byName["process"].(*processCollector)
-	if p.gpuPIDs == nil {
+	if p.env.GPUs == nil {
 		t.Fatal("process collector has no GPU PIDs")
 	}
-	if got := p.gpuPIDs(context.Background()); len(got) != 2 || got[0] != 41872 {
+	if got := p.env.GPUs.PIDs(context.Background()); len(got) != 2 || got[0] != 41872 {
 		t.Errorf("GPU PIDs = %v", got)
 	}
 	k := byName["kubernetes"].(*kubernetesCollector)
@@ -327,7 +327,7 @@ func TestGPUInventoryWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(e2.Close)
-	if e2.collectors[0].c.(*processCollector).gpuPIDs != nil {
+	if e2.collectors[0].c.(*processCollector).env.GPUs != nil {
 		t.Error("process collector has GPU PIDs without the gpu collector")
 	}
 }

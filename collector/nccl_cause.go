@@ -14,6 +14,7 @@ import (
 
 	"github.com/fabric-exporter/fabric_exporter/internal/nccl"
 	"github.com/fabric-exporter/fabric_exporter/internal/proc"
+	"github.com/fabric-exporter/fabric_exporter/internal/procwatch"
 )
 
 // The cause of a socket fallback: fabric_nccl_fallback_cause_info{host,
@@ -132,7 +133,7 @@ func (k *ncclCauses) verbsNodes(ctx context.Context) []string {
 	if k.rails == nil {
 		return nil
 	}
-	verbs := readVerbsNodes(k.sysfs)
+	verbs := procwatch.ReadVerbsNodes(k.sysfs)
 	var nodes []string
 	for _, r := range k.rails.Current(ctx) {
 		if n := verbs[r.Device]; r.Present && n != "" && !slices.Contains(nodes, n) {
@@ -173,8 +174,8 @@ func (k *ncclCauses) noVerbsInRoot(root string, nodes []string) bool {
 // readEnv reads the variables the causes need from an environment block
 // (the allow-list of proc.NCCLEnv); the buffer is wiped.
 func (k *ncclCauses) readEnv(path string) ([]nccl.KV, bool) {
-	buf, err := readEnvironInto(k.open, path, k.envBuf)
-	defer func() { k.envBuf = wipeEnviron(buf) }()
+	buf, err := proc.ReadEnviron(k.open, path, k.envBuf)
+	defer func() { k.envBuf = proc.WipeEnviron(buf) }()
 	if err != nil {
 		if !procGone(err) {
 			k.readErr(path, err)

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -17,66 +17,88 @@ import (
 
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/ncclras"
+	"github.com/fabric-exporter/fabric_exporter/internal/netnsdial"
 )
 
 // The nccl-ras collector asks NCCL's RAS service (every NCCL ≥ 2.24
-// process runs it; the processes of a host share NCCL_RAS_ADDR,
-// localhost:28028 by default) for the state of the job's communicators:
-// JSON where NCCL offers it (2.28.7+), text before. Protocol, formats and
-// versions: internal/ncclras. It works without NCCL_DEBUG logs.
+// process runs it; the processes of one network namespace share
+// NCCL_RAS_ADDR, localhost:28028 by default) for the state of the job's
+// communicators: JSON where NCCL offers it (2.28.7+), text before.
+// Protocol, formats, versions and what each state means in NCCL's source:
+// internal/ncclras. It works without NCCL_DEBUG logs.
 //
-// Queries run in a goroutine every interval, each bounded by the timeout
-// and a 4 MiB answer; Update copies the last answers. One query answers
-// for the whole job (the RAS network spans it), so:
+// Queries run in a goroutine every interval (one per RAS service, at once),
+// each bounded by the timeout and a 4 MiB answer; Update copies the last
+// answers. One query answers for the whole job (the RAS network spans it),
+// so:
 //
-//   - communicator series (size, nodes, missing ranks, RAS's mismatch
-//     judgement) are reported by every host's exporter;
-//   - rank series (info, status, collective counts) only for the ranks
-//     whose RAS address is one of this host's (so a job's ranks are not
-//     reported twice), at most max-ranks of them;
+//   - communicator series (size, nodes, missing and NOCOMM ranks, RAS's
+//     mismatch judgement) are reported by every host's exporter;
+//   - rank series (info, state, errors, collective counts, and the host
+//     process each rank is joined to) only for the ranks of this node —
+//     whose RAS address is one of the exporter's interfaces or of the
+//     network namespaces its serving processes live in — at most max-ranks;
 //   - missing ranks wherever they run (a dead host has no exporter to
-//     report its own).
+//     report its own); the host process a rank was joined to is
+//     remembered, so that a dead rank is still named by its node's
+//     exporter (nccl_ras_ranks.go).
 //
-// Addresses: the flag's, always, and those of the serving processes
-// (Env.Processes: NCCL_RAS_ADDR of the process collector's processes whose
-// RAS is on) that are this host's (loopback or an address of one of its
-// interfaces), at most maxProcessRASAddrs of them, each address once. A
-// remote address is not queried: that would be scraping another host's
-// RAS from this exporter (its own exporter does). The list is made again
-// for every poll, so the address of a process that exited goes with it.
+// Services (RASTarget): the flag's addresses in the exporter's own network
+// namespace, always; and those of the serving processes
+// (Env.Processes.RASTargets, process_ras.go), at most
+// maxProcessRASAddrs: their local NCCL_RAS_ADDR, a pod's wildcard listener
+// at the pod's address, a pod's loopback listener from inside the pod's
+// network namespace (--collector.nccl-ras.enter-netns: CAP_SYS_ADMIN). A
+// remote address is never asked: that host's own exporter does.
 //
-// States: nothing listens on any address → no_hardware (quiet); an
-// address that answers but fails the protocol, times out or answers
-// garbage → failed (the other addresses' series are kept).
+// States: nothing listens anywhere → no_hardware (quiet); a service that
+// answers but fails the protocol, times out or answers garbage → failed
+// (the other services' series are kept).
 
 // NCCLRASOptions configures the nccl-ras collector.
 type NCCLRASOptions struct {
 	Addresses        []string      // --collector.nccl-ras.address (repeatable, comma lists)
 	Interval         time.Duration // --collector.nccl-ras.interval
 	Timeout          time.Duration // --collector.nccl-ras.timeout
+	RASTimeout       time.Duration // --collector.nccl-ras.ras-timeout (0: NCCL's own)
 	MaxCommunicators int           // --collector.nccl-ras.max-communicators
 	MaxRanks         int           // --collector.nccl-ras.max-ranks
+	// EnterNetNS: ask a pod's loopback listener from inside the pod's
+	// network namespace (--collector.nccl-ras.enter-netns, on by default).
+	EnterNetNS bool
 }
 
 func ncclRASFlags(app *kingpin.Application, o *Options) {
-	app.Flag("collector.nccl-ras.address", "NCCL RAS client address (NCCL_RAS_ADDR of the NCCL processes) to query; repeatable or a comma-separated list.").Default(ncclras.DefaultAddr).StringsVar(&o.NCCLRAS.Addresses)
+	app.Flag("collector.nccl-ras.address", "NCCL RAS client address (NCCL_RAS_ADDR of the NCCL processes) to query in the exporter's own network namespace; repeatable or a comma-separated list. The serving processes' own addresses are queried too (see --collector.nccl-ras.enter-netns).").Default(ncclras.DefaultAddr).StringsVar(&o.NCCLRAS.Addresses)
 	app.Flag("collector.nccl-ras.interval", "How often RAS is queried (in the background; a scrape reports the last answer).").Default("15s").
 		Action(atLeastDuration("collector.nccl-ras.interval", &o.NCCLRAS.Interval, time.Second)).DurationVar(&o.NCCLRAS.Interval)
-	app.Flag("collector.nccl-ras.timeout", "Deadline of one RAS query, from dial to the end of the answer (RAS is told half of it as its own TIMEOUT).").Default("5s").
+	app.Flag("collector.nccl-ras.timeout", "Deadline of one RAS query, from dial to the end of the answer. A STATUS runs two RAS collectives, each up to RAS's leg timeout plus as much again when peers are slow (5 + 5 s by NCCL's defaults), so the default leaves room for both.").Default("30s").
 		Action(atLeastDuration("collector.nccl-ras.timeout", &o.NCCLRAS.Timeout, 100*time.Millisecond)).DurationVar(&o.NCCLRAS.Timeout)
+	app.Flag("collector.nccl-ras.ras-timeout", "RAS's own collective leg timeout, sent with TIMEOUT (whole seconds). 0: none sent, RAS keeps NCCL's default (5 s times NCCL_RAS_TIMEOUT_FACTOR), as NCCL's ncclras client does.").Default("0s").
+		DurationVar(&o.NCCLRAS.RASTimeout)
+	app.Flag("collector.nccl-ras.enter-netns", "Ask the RAS service of a serving process in another network namespace (a pod without hostNetwork) that listens on its loopback (NCCL's default localhost:28028) from inside that namespace: the connection is made on a locked thread that enters /proc/PID/ns/net (needs CAP_SYS_ADMIN and ptrace read access). Without it, or without the privilege, such a service is not asked (fabric_nccl_ras_targets{reach=\"unreachable\"}); a pod whose NCCL_RAS_ADDR is 0.0.0.0:port or its own address is asked at the pod's address without privilege.").
+		Default("true").BoolVar(&o.NCCLRAS.EnterNetNS)
 	app.Flag("collector.nccl-ras.max-communicators", "Most communicators reported (those RAS flags first, then by hash).").Default("64").
 		Action(atLeastInt("collector.nccl-ras.max-communicators", &o.NCCLRAS.MaxCommunicators, 1)).IntVar(&o.NCCLRAS.MaxCommunicators)
 	app.Flag("collector.nccl-ras.max-ranks", "Most ranks of this host reported with rank series, and most missing ranks, over all communicators.").Default("512").
 		Action(atLeastInt("collector.nccl-ras.max-ranks", &o.NCCLRAS.MaxRanks, 1)).IntVar(&o.NCCLRAS.MaxRanks)
 }
 
-// maxProcessRASAddrs bounds the addresses taken from the processes'
-// environments, on top of the flag's.
+// maxProcessRASAddrs bounds the services taken from the processes, on top
+// of the flag's.
 const maxProcessRASAddrs = 16
 
-// rasAnswer is the last query of one address.
+// Reach of a RAS service (fabric_nccl_ras_targets{reach}).
+const (
+	reachOwn         = "own"         // the exporter's network namespace
+	reachPodAddress  = "pod_address" // another namespace, dialled at its address
+	reachEnter       = "enter"       // another namespace, from inside it
+	reachUnreachable = "unreachable" // another namespace's loopback, entering off or denied
+)
+
+// rasAnswer is the last query of one service.
 type rasAnswer struct {
-	addr     string
+	t        RASTarget
 	status   *ncclras.Status
 	err      error
 	duration float64
@@ -86,18 +108,24 @@ type ncclRASCollector struct {
 	env   Env
 	opts  NCCLRASOptions
 	query func(ctx context.Context, addr string, o ncclras.Options) (*ncclras.Status, error)
-	local func() map[string]bool // this host's addresses
+	local func() map[string]bool // this host's interface addresses
+	now   func() time.Time
 
 	poller
-	mu      sync.Mutex
-	answers []rasAnswer
-	addrs   []string // the addresses of the last poll
-	localIP map[string]bool
-	first   chan struct{} // closed after the first poll
+	mu       sync.Mutex
+	answers  []rasAnswer
+	addrs    []string        // the addresses of the last poll
+	reach    map[string]int  // services of the last poll by reach
+	localIP  map[string]bool // this node's addresses at the last poll
+	joins    map[rankKey]*rankJoin
+	polledAt time.Time      // the last poll
+	unjoin   []rankUnjoined // ranks of this node the last poll could not join
+	first    chan struct{}  // closed after the first poll
 
-	upF, durF, infoF, commsF                                          *exposition.Family
-	commRanksF, commNodesF, commMissingF, commMismatchF               *exposition.Family
-	rankInfoF, rankMissingF, rankAsyncF, rankAbortF, rankInitF, collF *exposition.Family
+	upF, durF, infoF, commsF, targetsF                               *exposition.Family
+	commRanksF, commNodesF, commMissingF, commNoCommF, commMismatchF *exposition.Family
+	rankInfoF, rankMissingF, rankNoCommF, rankAsyncF, rankAbortF     *exposition.Family
+	rankInitF, rankStateF, collF, rankProcF, rankUnjoinedF, rankFDsF *exposition.Family
 }
 
 func newNCCLRASCollector(env Env, o *Options) (Collector, error) {
@@ -134,7 +162,7 @@ func newNCCLRASState(env Env, o *Options) (*ncclRASCollector, error) {
 		no.Interval = 15 * time.Second
 	}
 	if no.Timeout == 0 {
-		no.Timeout = 5 * time.Second
+		no.Timeout = 30 * time.Second
 	}
 	if no.MaxCommunicators == 0 {
 		no.MaxCommunicators = 64
@@ -142,29 +170,37 @@ func newNCCLRASState(env Env, o *Options) (*ncclRASCollector, error) {
 	if no.MaxRanks == 0 {
 		no.MaxRanks = 512
 	}
-	if no.Interval < time.Second || no.Timeout < 100*time.Millisecond || no.MaxCommunicators < 1 || no.MaxRanks < 1 {
-		return nil, fmt.Errorf("--collector.nccl-ras.*: interval at least 1s, timeout at least 100ms, maxima at least 1")
+	if no.Interval < time.Second || no.Timeout < 100*time.Millisecond || no.MaxCommunicators < 1 || no.MaxRanks < 1 || no.RASTimeout < 0 {
+		return nil, fmt.Errorf("--collector.nccl-ras.*: interval at least 1s, timeout at least 100ms, ras-timeout not negative, maxima at least 1")
 	}
 	g, ctr := prometheus.GaugeValue, prometheus.CounterValue
 	rl := []string{"comm", "rank", "host", "pid"}
+	al := []string{"address", "netns"}
 	f := env.Families
 	c := &ncclRASCollector{
-		env: env, opts: no, query: ncclras.Query, local: localAddresses, first: make(chan struct{}),
-		upF:   f.NewFamily("fabric_nccl_ras_up", "1 if the last query of NCCL's RAS service at this address succeeded, 0 if it answered but failed (protocol, timeout, garbage). Absent while nothing listens.", g, "address"),
-		durF:  f.NewFamily("fabric_nccl_ras_query_duration_seconds", "Duration of the last RAS query (dial to the end of the answer).", g, "address"),
-		infoF: f.NewFamily("fabric_nccl_ras_info", "The RAS service that answered: NCCL version of the answering process and the answer's format (json from NCCL 2.28.7, text before).", g, "address", "version", "format"),
-		commsF: f.NewFamily("fabric_nccl_ras_communicators", "Communicators in the last answer (JSON: all; text: those RAS names in an error or warning), before --collector.nccl-ras.max-communicators.",
-			g, "address"),
+		env: env, opts: no, query: ncclras.Query, local: localAddresses, now: time.Now,
+		first: make(chan struct{}), joins: map[rankKey]*rankJoin{},
+		upF:           f.NewFamily("fabric_nccl_ras_up", "1 if the last query of NCCL's RAS service at this address succeeded, 0 if it answered but failed (protocol, timeout, garbage). netns is the network namespace it listens in when not the exporter's (the inode of /proc/PID/ns/net of its processes), else empty. Absent while nothing listens.", g, al...),
+		durF:          f.NewFamily("fabric_nccl_ras_query_duration_seconds", "Duration of the last RAS query (dial to the end of the answer).", g, al...),
+		infoF:         f.NewFamily("fabric_nccl_ras_info", "The RAS service that answered: NCCL version of the answering process and the answer's format (json from NCCL 2.28.7, text before).", g, append(al, "version", "format")...),
+		commsF:        f.NewFamily("fabric_nccl_ras_communicators", "Communicators in the last answer (JSON: all; text: those RAS names in an error or warning), before --collector.nccl-ras.max-communicators.", g, al...),
+		targetsF:      f.NewFamily("fabric_nccl_ras_targets", "RAS services asked in the last poll by how they are reached: own (the exporter's network namespace), pod_address (another namespace, at its address), enter (another namespace's loopback, from inside it), unreachable (another namespace's loopback with --no-collector.nccl-ras.enter-netns or without CAP_SYS_ADMIN: not asked).", g, "reach"),
 		commRanksF:    f.NewFamily("fabric_nccl_ras_communicator_ranks", "Ranks of a communicator (its size), as RAS reports it. comm is the communicator's hash (0x…, as the NCCL Inspector prints it).", g, "comm"),
 		commNodesF:    f.NewFamily("fabric_nccl_ras_communicator_nodes", "Nodes of a communicator: distinct RAS addresses of its ranks, missing ones included.", g, "comm"),
-		commMissingF:  f.NewFamily("fabric_nccl_ras_communicator_missing_ranks", "Ranks of a communicator RAS has no data from (dead, hung or unreachable processes).", g, "comm"),
-		commMismatchF: f.NewFamily("fabric_nccl_ras_communicator_mismatch", "1 if the ranks of a communicator disagree on their collective counts or status (RAS's MISMATCH; brief during traffic, lasting in a hang).", g, "comm"),
-		rankInfoF:     f.NewFamily("fabric_nccl_ras_rank_info", "A rank of this host in a communicator: pid is its process's pid as RAS reports it (the process's own PID namespace), host its RAS address, cuda_dev its CUDA device.", g, "comm", "rank", "host", "pid", "cuda_dev"),
-		rankMissingF:  f.NewFamily("fabric_nccl_ras_rank_missing", "1 for each rank RAS reports missing: its process did not answer or is considered dead. host and pid are empty when RAS cannot name them.", g, rl...),
-		rankAsyncF:    f.NewFamily("fabric_nccl_ras_rank_async_error", "The rank's asynchronous error (ncclCommGetAsyncError, a ncclResult_t): 0 none, 6 remote process error, 1-5 CUDA, system, internal, argument, usage errors, -1 an error text NCCL prints without a code.", g, rl...),
+		commMissingF:  f.NewFamily("fabric_nccl_ras_communicator_missing_ranks", "Ranks of a communicator RAS has no data from because their process did not answer or RAS considers it dead (RAS's INCOMPLETE). Ranks whose process answered without the communicator are fabric_nccl_ras_communicator_nocomm_ranks.", g, "comm"),
+		commNoCommF:   f.NewFamily("fabric_nccl_ras_communicator_nocomm_ranks", "Ranks of a communicator whose process answered RAS but without the communicator (RAS's NOCOMM status: not created there yet, or already destroyed or aborted there). JSON answers count them all; text answers name only outliers.", g, "comm"),
+		commMismatchF: f.NewFamily("fabric_nccl_ras_communicator_mismatch", "1 if the ranks of a communicator disagree on their collective counts or status, NOCOMM included (RAS's MISMATCH; brief during traffic, lasting in a hang).", g, "comm"),
+		rankInfoF:     f.NewFamily("fabric_nccl_ras_rank_info", "A rank of this node in a communicator: pid is its process's pid as RAS reports it (getpid() in the process's own PID namespace: 1, say, in a container; fabric_nccl_ras_rank_process_info gives the host's), host its RAS address, cuda_dev its CUDA device.", g, "comm", "rank", "host", "pid", "cuda_dev"),
+		rankMissingF:  f.NewFamily("fabric_nccl_ras_rank_missing", "1 for each rank RAS reports missing by its own judgement: its process did not answer or RAS considers it dead. host and pid are empty when RAS cannot name them. A rank whose process answered without the communicator is fabric_nccl_ras_rank_nocomm instead.", g, rl...),
+		rankNoCommF:   f.NewFamily("fabric_nccl_ras_rank_nocomm", "1 for each rank whose process answered RAS without this communicator (NOCOMM: not yet created there, or destroyed or aborted there while others keep it).", g, rl...),
+		rankAsyncF:    f.NewFamily("fabric_nccl_ras_rank_async_error", "The rank's asynchronous error (ncclCommGetAsyncError, a ncclResult_t): 0 none, 7 in progress (a non-blocking communicator during init or a group call: not an error, as NCCL's RAS judges it), 6 remote process error, 1-5 CUDA, system, internal, argument, usage errors, -1 an error text NCCL prints without a code.", g, rl...),
 		rankAbortF:    f.NewFamily("fabric_nccl_ras_rank_aborted", "1 if the rank's communicator was aborted (abort flag set), 0 if not.", g, rl...),
 		rankInitF:     f.NewFamily("fabric_nccl_ras_rank_init_state", "The rank's communicator initialization result (a ncclResult_t): 0 success, 7 in progress, other values an initialization error.", g, rl...),
+		rankStateF:    f.NewFamily("fabric_nccl_ras_rank_state_info", "The rank's status as NCCL's RAS names it: abort (abort flag), finalize (ncclCommFinalize or ncclCommDestroy called: shutting down), running (initialized), init (initializing). JSON answers only.", g, append(rl, "state")...),
 		collF:         f.NewFamily("fabric_nccl_ras_rank_collectives_total", "Collective operations the rank has launched, by operation (NCCL's count since the communicator's creation; JSON answers only).", ctr, append(rl, "op")...),
+		rankProcF:     f.NewFamily("fabric_nccl_ras_rank_process_info", "The process of --path.procfs a rank of this node is: host_pid is its pid there (the pid of every fabric_process_* series), joined_by pid (it lives in the procfs's PID namespace: RAS's pid is that pid) or nspid (a container: RAS's pid is the innermost of its NSpid, and its network namespace has the rank's RAS address). Kept for a rank RAS then reports missing, while RAS lists it.", g, append(rl, "host_pid", "joined_by")...),
+		rankUnjoinedF: f.NewFamily("fabric_nccl_ras_rank_unjoined", "1 for a rank of this node that no serving process could be joined to, and why: no_process (no selected process knows itself by that pid in a network namespace with that address: check --collector.process.cmdline), ambiguous (more than one: containers sharing the node's network with the same own pid), addresses_unread (a candidate's network namespace could not be read), unknown_host. The verdicts that need the process (the no-log transport judgement) stay unknown.", g, append(rl, "reason")...),
+		rankFDsF:      f.NewFamily("fabric_nccl_ras_rank_verbs_fds", "Open verbs file descriptors (/dev/infiniband/uverbsN) of the host process of a rank of this node, read after this exporter first saw the rank in the communicator (NCCL opens its RDMA devices before RAS knows the communicator, so an older count says nothing). 0: the rank holds no RDMA device and sends its inter-node traffic over sockets. Absent while no such read exists or /proc/PID/fd is unreadable.", g, append(rl, "host_pid")...),
 	}
 	return c, nil
 }
@@ -184,36 +220,47 @@ func localAddresses() map[string]bool {
 	return out
 }
 
-// addresses returns the addresses to query: the flag's, then the
-// processes' that are local (see the top of this file).
-func (c *ncclRASCollector) addresses(local map[string]bool) []string {
-	addrs := c.opts.Addresses
+// targets returns the services to ask: the flag's, then the processes'
+// (see the top of this file), and counts them by reach.
+func (c *ncclRASCollector) targets(local map[string]bool, reach map[string]int) []RASTarget {
+	var out []RASTarget
+	for _, a := range c.opts.Addresses {
+		out = append(out, RASTarget{Addr: a})
+		reach[reachOwn]++
+	}
 	if c.env.Processes == nil {
-		return addrs
+		return out
 	}
-	extra := c.env.Processes.RASAddresses()
-	if len(extra) == 0 {
-		return addrs
-	}
-	addrs = slices.Clone(addrs)
 	n := 0
-	for _, a := range extra {
-		if slices.Contains(addrs, a) {
+	for _, t := range c.env.Processes.RASTargets() {
+		if slices.ContainsFunc(out, func(o RASTarget) bool { return o.Addr == t.Addr && o.NetNS == t.NetNS }) {
 			continue
 		}
-		if !localRASAddr(a, local) {
-			c.env.Once.Debug("nccl-ras-remote", "msg", "not querying a process's NCCL_RAS_ADDR that is not an address of this host", "address", a)
+		if t.NetNS == 0 && !localRASAddr(t.Addr, local) {
+			c.env.Once.Debug("nccl-ras-remote", "msg", "not querying a process's NCCL_RAS_ADDR that is not an address of this host", "address", t.Addr)
+			continue
+		}
+		if t.Enter > 0 && !c.opts.EnterNetNS {
+			reach[reachUnreachable]++
 			continue
 		}
 		if n == maxProcessRASAddrs {
-			c.env.Once.Warn("nccl-ras-max", "msg", "more distinct NCCL_RAS_ADDR in the processes' environments than the exporter queries; the rest are not queried", "max", maxProcessRASAddrs)
-			return addrs
+			c.env.Once.Warn("nccl-ras-max", "msg", "more distinct RAS services among the serving processes than the exporter queries; the rest are not queried", "max", maxProcessRASAddrs)
+			return out
 		}
 		n++
-		addrs = append(addrs, a)
+		out = append(out, t)
+		switch {
+		case t.Enter > 0:
+			reach[reachEnter]++
+		case t.NetNS != 0:
+			reach[reachPodAddress]++
+		default:
+			reach[reachOwn]++
+		}
 	}
 	c.env.Once.Clear("nccl-ras-max")
-	return addrs
+	return out
 }
 
 // localRASAddr reports whether an address of ncclras.ParseAddr's form is
@@ -226,27 +273,85 @@ func localRASAddr(a string, local map[string]bool) bool {
 	return ip.IsLoopback() || local[ip.String()]
 }
 
-// pollOnce queries every address.
+// ask queries one service; a service of another namespace's loopback is
+// dialled from inside that namespace.
+func (c *ncclRASCollector) ask(ctx context.Context, t RASTarget) rasAnswer {
+	o := ncclras.Options{Timeout: c.opts.Timeout, RASTimeout: c.opts.RASTimeout}
+	if t.Enter > 0 {
+		ns := c.procfs() + "/" + strconv.Itoa(t.Enter) + "/ns/net"
+		o.Dial = func(ctx context.Context, _, addr string) (net.Conn, error) { return netnsdial.Dial(ctx, ns, addr) }
+	}
+	start := time.Now()
+	st, err := c.query(ctx, t.Addr, o)
+	return rasAnswer{t: t, status: st, err: err, duration: time.Since(start).Seconds()}
+}
+
+// procfs is the process table's procfs (/proc without one).
+func (c *ncclRASCollector) procfs() string {
+	if c.env.Processes != nil {
+		if s := c.env.Processes.Table(); s != nil && s.Procfs != "" {
+			return s.Procfs
+		}
+	}
+	return "/proc"
+}
+
+// pollOnce queries every service at once, then joins this node's ranks to
+// their processes.
 func (c *ncclRASCollector) pollOnce(ctx context.Context) {
 	local := c.local()
-	addrs := c.addresses(local)
-	answers := make([]rasAnswer, 0, len(addrs))
-	for _, a := range addrs {
-		start := time.Now()
-		st, err := c.query(ctx, a, ncclras.Options{Timeout: c.opts.Timeout})
-		answers = append(answers, rasAnswer{addr: a, status: st, err: err, duration: time.Since(start).Seconds()})
-		if err != nil && !ncclras.Refused(err) {
-			c.env.Once.Debug("nccl-ras:"+a, "msg", "NCCL RAS query failed", "address", a, "err", err)
+	if c.env.Processes != nil {
+		if s := c.env.Processes.Table(); s != nil {
+			for _, a := range s.NodeAddresses() {
+				local[a.String()] = true
+			}
+		}
+	}
+	reach := map[string]int{}
+	targets := c.targets(local, reach)
+	answers := make([]rasAnswer, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Go(func() { answers[i] = c.ask(ctx, t) })
+	}
+	wg.Wait()
+	addrs := make([]string, 0, len(targets))
+	for i, a := range answers {
+		addrs = append(addrs, targets[i].Addr)
+		if a.err != nil && a.t.Enter > 0 && gone(a.err) {
+			continue // the process (or a fixture's namespace) is gone
+		}
+		if a.err != nil && denied(a.err) {
+			reach[reachEnter]--
+			reach[reachUnreachable]++
+			c.env.Once.Warn("nccl-ras-enter", "msg", "cannot enter a serving process's network namespace to ask its RAS service on the namespace's loopback; run the exporter with CAP_SYS_ADMIN, set NCCL_RAS_ADDR=0.0.0.0:28028 in the pod (asked at the pod's address without privilege), or run the pod with hostNetwork", "err", a.err)
+			continue
+		}
+		if a.err != nil && !ncclras.Refused(a.err) {
+			c.env.Once.Debug("nccl-ras:"+a.t.Addr, "msg", "NCCL RAS query failed", "address", a.t.Addr, "netns", a.t.NetNS, "err", a.err)
 		}
 	}
 	c.mu.Lock()
-	c.answers, c.addrs, c.localIP = answers, addrs, local
+	c.answers, c.addrs, c.localIP, c.reach = answers, addrs, local, reach
+	c.updateJoins(c.now())
 	c.mu.Unlock()
 	select {
 	case <-c.first:
 	default:
 		close(c.first)
 	}
+}
+
+// gone reports a namespace that is no longer there: its process exited
+// between the refresh and the dial.
+func gone(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ESRCH)
+}
+
+// denied reports a refused setns or namespace open: no privilege, not a
+// failure of RAS.
+func denied(err error) bool {
+	return errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
 }
 
 // Update copies the last answers into the batch. Only the first scrape
@@ -261,23 +366,36 @@ func (c *ncclRASCollector) Update(ctx context.Context, b *exposition.Batch) erro
 	defer c.mu.Unlock()
 	var failed []string
 	listening := 0
-	comms := map[string]bool{}
-	ranks, missing := 0, 0
+	e := rasExport{c: c, b: b, comms: map[string]bool{}}
 	for _, a := range c.answers {
-		if a.err != nil && ncclras.Refused(a.err) {
+		if a.err != nil && (ncclras.Refused(a.err) || denied(a.err) || a.t.Enter > 0 && gone(a.err)) {
 			continue
 		}
 		listening++
-		b.AddWith(c.durF, a.duration, a.addr)
+		ns := ""
+		if a.t.NetNS != 0 {
+			ns = strconv.FormatUint(a.t.NetNS, 10)
+		}
+		b.AddWith(c.durF, a.duration, a.t.Addr, ns)
 		if a.err != nil {
-			b.AddWith(c.upF, 0, a.addr)
+			b.AddWith(c.upF, 0, a.t.Addr, ns)
 			failed = append(failed, a.err.Error())
 			continue
 		}
-		b.AddWith(c.upF, 1, a.addr)
-		b.AddWith(c.infoF, 1, a.addr, a.status.Version, a.status.Format)
-		b.AddWith(c.commsF, float64(len(a.status.Communicators)), a.addr)
-		c.addComms(b, a.status, comms, &ranks, &missing)
+		b.AddWith(c.upF, 1, a.t.Addr, ns)
+		b.AddWith(c.infoF, 1, a.t.Addr, ns, a.status.Version, a.status.Format)
+		b.AddWith(c.commsF, float64(len(a.status.Communicators)), a.t.Addr, ns)
+		e.answer(a.status)
+	}
+	e.processes()
+	if listening > 0 || c.reach[reachOwn] < len(c.answers)+c.reach[reachUnreachable] {
+		// Services were asked, or serving processes have some: how many
+		// and how reached (nothing at all on a host without NCCL).
+		for _, r := range [...]string{reachOwn, reachPodAddress, reachEnter, reachUnreachable} {
+			if n := c.reach[r]; n > 0 {
+				b.AddWith(c.targetsF, float64(n), r)
+			}
+		}
 	}
 	switch {
 	case len(failed) > 0:
@@ -286,88 +404,4 @@ func (c *ncclRASCollector) Update(ctx context.Context, b *exposition.Batch) erro
 		return noHardware("nothing listens on %s (no NCCL process with RAS on this host)", strings.Join(c.addrs, ","))
 	}
 	return nil
-}
-
-// addComms adds one answer's communicators not yet added (an answer of a
-// second address for the same job adds nothing), at most
-// max-communicators, those RAS flags first.
-func (c *ncclRASCollector) addComms(b *exposition.Batch, st *ncclras.Status, done map[string]bool, ranks, missing *int) {
-	order := make([]*ncclras.Communicator, 0, len(st.Communicators))
-	for i := range st.Communicators {
-		order = append(order, &st.Communicators[i])
-	}
-	flagged := func(c *ncclras.Communicator) bool { return c.Incomplete || c.Error || c.Mismatch }
-	sort.SliceStable(order, func(i, j int) bool {
-		if fi, fj := flagged(order[i]), flagged(order[j]); fi != fj {
-			return fi
-		}
-		return order[i].Hash < order[j].Hash
-	})
-	for _, cm := range order {
-		if done[cm.Hash] {
-			continue
-		}
-		if len(done) >= c.opts.MaxCommunicators {
-			return
-		}
-		done[cm.Hash] = true
-		if cm.Size > 0 {
-			b.AddWith(c.commRanksF, float64(cm.Size), cm.Hash)
-		}
-		if cm.Nodes > 0 {
-			b.AddWith(c.commNodesF, float64(cm.Nodes), cm.Hash)
-		}
-		b.AddWith(c.commMissingF, float64(cm.MissingCount), cm.Hash)
-		b.AddWith(c.commMismatchF, b2f(cm.Mismatch), cm.Hash)
-		for _, m := range cm.Missing {
-			if *missing >= c.opts.MaxRanks {
-				break
-			}
-			*missing++
-			b.AddWith(c.rankMissingF, 1, cm.Hash, strconv.Itoa(m.Rank), rasHost(m.Host), rasPID(m.PID))
-		}
-		for i := range cm.Ranks {
-			r := &cm.Ranks[i]
-			if !c.localIP[r.Host] {
-				continue
-			}
-			if *ranks >= c.opts.MaxRanks {
-				break
-			}
-			*ranks++
-			l := []string{cm.Hash, strconv.Itoa(r.Rank), rasHost(r.Host), rasPID(r.PID)}
-			dev := ""
-			if r.CUDADev >= 0 {
-				dev = strconv.Itoa(r.CUDADev)
-			}
-			b.AddWith(c.rankInfoF, 1, append(l, dev)...)
-			if r.HasStatus || r.AsyncError != 0 {
-				b.AddWith(c.rankAsyncF, float64(r.AsyncError), l...)
-			}
-			if r.HasStatus || r.InitState != 0 {
-				b.AddWith(c.rankInitF, float64(r.InitState), l...)
-			}
-			if r.HasStatus {
-				b.AddWith(c.rankAbortF, b2f(r.AbortFlag), l...)
-			}
-			for _, oc := range r.Collectives {
-				b.AddWith(c.collF, float64(oc.Count), append(l, oc.Op)...)
-			}
-		}
-	}
-}
-
-// rasHost and rasPID turn RAS's "unknown" and -1 into empty labels.
-func rasHost(h string) string {
-	if h == "unknown" {
-		return ""
-	}
-	return h
-}
-
-func rasPID(p int) string {
-	if p < 0 {
-		return ""
-	}
-	return strconv.Itoa(p)
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/go-kit/log"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/procwatch"
 )
 
 // closedAddr returns a loopback address where nothing listens.
@@ -49,6 +51,10 @@ func setEnv(t *testing.T, procDir string, pid int, vars ...string) {
 func rasWithProcesses(t *testing.T) (string, *processCollector, *ncclRASCollector, string) {
 	t.Helper()
 	procDir := copyTree(t, fixtureProc)
+	// 4242 lives in its pod's own network namespace, where RAS listens on
+	// the pod's loopback: these tests are about the exporter's namespace,
+	// so its RAS is off (TestRASPodTargets has it on).
+	setEnv(t, procDir, 4242, "NCCL_RAS_ENABLE=0")
 	p, _, _ := newTestProcess(t, processOptions(t, procDir))
 	flag := closedAddr(t)
 	c := newTestRAS(t, NCCLRASOptions{Addresses: []string{flag}}, "127.0.0.1")
@@ -62,10 +68,10 @@ func rasWithProcesses(t *testing.T) (string, *processCollector, *ncclRASCollecto
 func TestRASProcessAddress(t *testing.T) {
 	f := newFakeRAS(t, true, "2.28.9-json-healthy.txt", "")
 	procDir, p, c, flag := rasWithProcesses(t)
-	setEnv(t, procDir, 4242, "NCCL_RAS_ADDR="+f.Addr())
+	setEnv(t, procDir, 4311, "NCCL_RAS_ADDR="+f.Addr())
 	out, _ := processScrape(t, p)
-	hasLine(t, out, `fabric_process_nccl_env_info{comm="python3",name="NCCL_RAS_ADDR",pid="4242",value="`+f.Addr()+`"} 1`)
-	if got := p.RASAddresses(); !slices.Equal(got, []string{f.Addr()}) {
+	hasLine(t, out, `fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_RAS_ADDR",pid="4311",value="`+f.Addr()+`"} 1`)
+	if got := rasAddrs(p); !slices.Equal(got, []string{f.Addr()}) {
 		t.Fatalf("RASAddresses = %v", got)
 	}
 	c.poll()
@@ -73,7 +79,7 @@ func TestRASProcessAddress(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Update: %v", err)
 	}
-	if got[`fabric_nccl_ras_up{address="`+f.Addr()+`"}`] != 1 || got[`fabric_nccl_ras_info{address="`+f.Addr()+`",format="json",version="2.28.9"}`] != 1 {
+	if got[`fabric_nccl_ras_up{address="`+f.Addr()+`",netns=""}`] != 1 || got[`fabric_nccl_ras_info{address="`+f.Addr()+`",format="json",netns="",version="2.28.9"}`] != 1 {
 		t.Fatalf("the process's address was not queried: %v", scrapeKeys(got, "fabric_nccl_ras_up"))
 	}
 	if got[`fabric_nccl_ras_communicator_ranks{comm="0xf8e68da1f581fed5"}`] != 2 {
@@ -82,11 +88,11 @@ func TestRASProcessAddress(t *testing.T) {
 
 	// The process exits: its RAS service goes, and its address is no
 	// longer listed after the next scrape of the process collector.
-	if err := os.RemoveAll(filepath.Join(procDir, "4242")); err != nil {
+	if err := os.RemoveAll(filepath.Join(procDir, "4311")); err != nil {
 		t.Fatal(err)
 	}
 	processScrape(t, p)
-	if got := p.RASAddresses(); len(got) != 0 {
+	if got := rasAddrs(p); len(got) != 0 {
 		t.Fatalf("RASAddresses after exit = %v", got)
 	}
 	c.poll()
@@ -118,7 +124,7 @@ func TestRASProcessAddressNotQueried(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			procDir, p, c, flag := rasWithProcesses(t)
-			setEnv(t, procDir, 4242, tc.env...)
+			setEnv(t, procDir, 4311, tc.env...)
 			processScrape(t, p)
 			c.poll()
 			got, err := inspectorScrape(t, c)
@@ -134,7 +140,7 @@ func TestRASProcessAddressNotQueried(t *testing.T) {
 	// The remote address is queried once it is one of this host's.
 	procDir, p, c, _ := rasWithProcesses(t)
 	remote := "10.255.0.1:" + portOf(t, f.Addr())
-	setEnv(t, procDir, 4242, "NCCL_RAS_ADDR="+remote)
+	setEnv(t, procDir, 4311, "NCCL_RAS_ADDR="+remote)
 	processScrape(t, p)
 	if got := c.addresses(map[string]bool{"10.255.0.1": true}); !slices.Contains(got, remote) {
 		t.Errorf("a local interface address not queried: %v", got)
@@ -172,24 +178,51 @@ func TestRASProcessAddressesBounded(t *testing.T) {
 
 type fakeRASAddrs []string
 
-func (f fakeRASAddrs) RASAddresses() []string { return f }
+func (f fakeRASAddrs) RASTargets() []RASTarget {
+	var out []RASTarget
+	for _, a := range f {
+		out = append(out, RASTarget{Addr: a})
+	}
+	return out
+}
+func (f fakeRASAddrs) Table() *procwatch.Snapshot { return nil }
+func (f fakeRASAddrs) Nudge(...int)               {}
 
-// RASAddresses may be called from nccl-ras's poll while the process
-// collector scrapes (go test -race).
+// rasAddrs lists the addresses of a process collector's RAS targets.
+func rasAddrs(p ProcessInventory) []string {
+	var out []string
+	for _, t := range p.RASTargets() {
+		out = append(out, t.Addr)
+	}
+	return out
+}
+
+// addresses lists the addresses a poll would ask, with local as this
+// node's addresses.
+func (c *ncclRASCollector) addresses(local map[string]bool) []string {
+	var out []string
+	for _, t := range c.targets(local, map[string]int{}) {
+		out = append(out, t.Addr)
+	}
+	return out
+}
+
+// RASTargets may be called from nccl-ras's poll while the process
+// collector refreshes (go test -race).
 func TestRASAddressesConcurrent(t *testing.T) {
 	procDir, p, _, _ := rasWithProcesses(t)
-	setEnv(t, procDir, 4242, "NCCL_RAS_ADDR=127.0.0.1:28029")
+	setEnv(t, procDir, 4311, "NCCL_RAS_ADDR=127.0.0.1:28029")
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for range 50 {
-			p.RASAddresses()
+			rasAddrs(p)
 		}
 	})
 	for range 5 {
 		processScrape(t, p)
 	}
 	wg.Wait()
-	if got := p.RASAddresses(); !slices.Equal(got, []string{"127.0.0.1:28029"}) {
+	if got := rasAddrs(p); !slices.Equal(got, []string{"127.0.0.1:28029"}) {
 		t.Errorf("RASAddresses = %v", got)
 	}
 }

@@ -50,6 +50,9 @@ func TestRASJSONHealthyAndKilled(t *testing.T) {
 	rank := func(r, pid string) string {
 		return `{comm="0xf8e68da1f581fed5",host="127.0.0.1",pid="` + pid + `",rank="` + r + `"}`
 	}
+	state := func(r, pid, st string) string {
+		return `{comm="0xf8e68da1f581fed5",host="127.0.0.1",pid="` + pid + `",rank="` + r + `",state="` + st + `"}`
+	}
 	coll := ""
 	for _, r := range [][2]string{{"0", "658"}, {"1", "659"}} {
 		for _, op := range [][2]string{{"AllGather", "0"}, {"AllReduce", "527"}, {"Broadcast", "1"}, {"Reduce", "0"}, {"ReduceScatter", "0"}} {
@@ -58,11 +61,11 @@ func TestRASJSONHealthyAndKilled(t *testing.T) {
 	}
 	want := `# HELP fabric_nccl_ras_up x
 # TYPE fabric_nccl_ras_up gauge
-fabric_nccl_ras_up{address="` + a + `"} 1
+fabric_nccl_ras_up{address="` + a + `",netns=""} 1
 # TYPE fabric_nccl_ras_info gauge
-fabric_nccl_ras_info{address="` + a + `",format="json",version="2.28.9"} 1
+fabric_nccl_ras_info{address="` + a + `",format="json",netns="",version="2.28.9"} 1
 # TYPE fabric_nccl_ras_communicators gauge
-fabric_nccl_ras_communicators{address="` + a + `"} 1
+fabric_nccl_ras_communicators{address="` + a + `",netns=""} 1
 # TYPE fabric_nccl_ras_communicator_ranks gauge
 fabric_nccl_ras_communicator_ranks{comm="0xf8e68da1f581fed5"} 2
 # TYPE fabric_nccl_ras_communicator_nodes gauge
@@ -71,6 +74,10 @@ fabric_nccl_ras_communicator_nodes{comm="0xf8e68da1f581fed5"} 1
 fabric_nccl_ras_communicator_missing_ranks{comm="0xf8e68da1f581fed5"} 0
 # TYPE fabric_nccl_ras_communicator_mismatch gauge
 fabric_nccl_ras_communicator_mismatch{comm="0xf8e68da1f581fed5"} 0
+fabric_nccl_ras_communicator_nocomm_ranks{comm="0xf8e68da1f581fed5"} 0
+fabric_nccl_ras_targets{reach="own"} 1
+fabric_nccl_ras_rank_state_info` + state("0", "658", "running") + ` 1
+fabric_nccl_ras_rank_state_info` + state("1", "659", "running") + ` 1
 # TYPE fabric_nccl_ras_rank_info gauge
 fabric_nccl_ras_rank_info{comm="0xf8e68da1f581fed5",cuda_dev="0",host="127.0.0.1",pid="658",rank="0"} 1
 fabric_nccl_ras_rank_info{comm="0xf8e68da1f581fed5",cuda_dev="0",host="127.0.0.1",pid="659",rank="1"} 1
@@ -145,7 +152,7 @@ func TestRASTextBefore2287(t *testing.T) {
 	c.poll()
 	got := rasSamples(t, c)
 	for _, s := range []string{
-		`fabric_nccl_ras_info{address="` + f.Addr() + `",format="text",version="2.25.1"} 1`,
+		`fabric_nccl_ras_info{address="` + f.Addr() + `",format="text",netns="",version="2.25.1"} 1`,
 		`fabric_nccl_ras_communicator_ranks{comm="0x4c8f2a19b05d77e1"} 16`,
 		`fabric_nccl_ras_communicator_nodes{comm="0x4c8f2a19b05d77e1"} 2`,
 		`fabric_nccl_ras_communicator_missing_ranks{comm="0x4c8f2a19b05d77e1"} 1`,
@@ -204,7 +211,7 @@ func TestRASStates(t *testing.T) {
 	if st, _ := classify(err); st != StateFailed {
 		t.Fatalf("garbage: err %v", err)
 	}
-	if got[`fabric_nccl_ras_up{address="`+g.Addr().String()+`"}`] != 0 || len(scrapeKeys(got, "fabric_nccl_ras_up")) != 1 {
+	if got[`fabric_nccl_ras_up{address="`+g.Addr().String()+`",netns=""}`] != 0 || len(scrapeKeys(got, "fabric_nccl_ras_up")) != 1 {
 		t.Fatalf("garbage: %v", got)
 	}
 }

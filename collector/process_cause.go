@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+	"github.com/fabric-exporter/fabric_exporter/internal/procwatch"
 )
 
 // Fallback cause without a log: fabric_process_rdma_fallback_cause_info{pid,
@@ -13,97 +13,65 @@ import (
 // process collector can see, so that a socket fallback paged from RAS and
 // the kernel's evidence, with NCCL_DEBUG off, names its cause too. One
 // series per selected process for which a cause applies; absent when none
-// does (the alert then says "unknown"). The log-only causes
-// (ib_no_device_found, libibverbs_missing) never apply here.
+// does (the alert then says "unknown"; the rules keep the cause an incident
+// began with). The log-only causes (ib_no_device_found,
+// libibverbs_missing) never apply here.
 //
-//   - no_verbs_devices_in_container: the visibility check
-//     (process_devices.go) found none of the verbs nodes of the rail
-//     devices the host has (no verdict when the root could not be read or
-//     a lookup failed);
+//   - no_verbs_devices_in_container: the last visibility check found none
+//     of the verbs nodes of the rail devices the host has (no verdict when
+//     the root could not be read or a lookup failed);
 //   - nccl_ib_disable, nccl_net_socket, nccl_ib_hca_matches_no_rail: the
-//     allow-listed environment at exec (process_env.go);
+//     allow-listed environment at exec;
 //   - socket_ifname_not_a_rail: NCCL_SOCKET_IFNAME set and selecting none
 //     of the rails' netdevs (unset: NCCL picks an interface itself);
 //   - rail_down: every rail of the node down or its device gone.
 //
-// Computed with the visibility check, at most every
-// --collector.process.numa-maps-interval per process, and when the rails
-// change; the rails' port states are read at most as often. A scrape adds
-// the last result.
+// The rails' port states are read on the poller after each refresh of the
+// process table, at most every --collector.process.numa-maps-interval or
+// when the rails change; a scrape computes the causes from what was read
+// (no I/O).
 
-// railCause is what the causes need of the rails, kept between scrapes.
+// railCause is what the causes need of the rails; never changed once
+// published.
 type railCause struct {
-	at      time.Time // when allDown was read; zero: never
+	at      time.Time
 	rails   []Rail
 	sum     uint64 // railsSum(rails)
 	allDown bool
 }
 
-// procCause is the last cause of one process.
-type procCause struct {
-	at      time.Time // computed at; zero: never
-	railsAt time.Time // the railCause it was computed with
-	env     bool      // whether the environment had been read
-	mask    causeMask
-	s       *exposition.Series // nil when mask is 0
-}
-
-// refreshRailCause takes the rails of this scrape and reads whether every
-// one is down when the last reading is older than the interval or the
-// rails changed.
-func (c *processCollector) refreshRailCause(ctx context.Context, now time.Time) {
+// refreshRailCause reads whether every rail is down when the last reading
+// is older than the slow interval or the rails changed.
+func (c *processCollector) refreshRailCause(ctx context.Context) {
 	if c.rails == nil {
 		return
 	}
 	rails := c.rails.Current(ctx)
 	sum := railsSum(rails)
-	rc := &c.railCause
-	if rc.at.IsZero() || sum != rc.sum || now.Sub(rc.at) >= c.interval || now.Before(rc.at) {
-		*rc = railCause{at: now, rails: rails, sum: sum, allDown: railsAllDown(c.sysfs, rails)}
-	}
-}
-
-// fallbackCause recomputes a process's causes when due: the visibility was
-// checked in this scrape (visChecked), the interval passed, the rails were
-// re-read or the environment was read since. No I/O.
-func (c *processCollector) fallbackCause(st *procState, now time.Time, visChecked bool) {
-	pc := &st.cause
-	if !visChecked && !pc.at.IsZero() && now.Sub(pc.at) < c.interval && !now.Before(pc.at) &&
-		pc.railsAt.Equal(c.railCause.at) && pc.env == st.envDone {
+	now := c.w.Now()
+	if rc := c.causeRails.Load(); rc != nil && sum == rc.sum && now.Sub(rc.at) < c.slow && !now.Before(rc.at) {
 		return
 	}
-	m := c.causesOf(st)
-	if m != pc.mask || (m != 0) != (pc.s != nil) {
-		pc.s = nil
-		if m != 0 {
-			pc.s = c.causeFam.With(st.pidS, st.comm, joinCauses(m))
-		}
-	}
-	pc.at, pc.railsAt, pc.env, pc.mask = now, c.railCause.at, st.envDone, m
+	c.causeRails.Store(&railCause{at: now, rails: rails, sum: sum, allDown: railsAllDown(c.sysfs, rails)})
 }
 
-// causesOf returns the causes of a process from what the collector holds.
-func (c *processCollector) causesOf(st *procState) causeMask {
+// causesOf returns the causes of a process from the last reads.
+func causesOf(p *procwatch.Process, rc *railCause) causeMask {
 	var m causeMask
-	if noVerbsVisible(st.vis) {
+	if noVerbsVisible(p.Vis) {
 		m |= maskNoVerbs
 	}
-	rails := c.railCause.rails
-	if st.envDone {
-		get := func(name string) (string, bool) {
-			for _, e := range st.envVars {
-				if e.name == name {
-					return e.value, true
-				}
-			}
-			return "", false
-		}
-		m |= envCauses(get, rails)
-		if v, ok := get("NCCL_SOCKET_IFNAME"); socketIfnameNoRail(v, ok, rails) {
+	var rails []Rail
+	if rc != nil {
+		rails = rc.rails
+	}
+	if p.EnvRead {
+		m |= envCauses(p.Getenv, rails)
+		if v, ok := p.Getenv("NCCL_SOCKET_IFNAME"); socketIfnameNoRail(v, ok, rails) {
 			m |= maskIfnameNoRail
 		}
 	}
-	if c.railCause.allDown {
+	if rc != nil && rc.allDown {
 		m |= maskRailDown
 	}
 	return m
@@ -111,23 +79,16 @@ func (c *processCollector) causesOf(st *procState) causeMask {
 
 // noVerbsVisible reports whether the visibility check looked up verbs
 // nodes and found none, every lookup answered.
-func noVerbsVisible(vis []procVis) bool {
+func noVerbsVisible(vis []procwatch.Vis) bool {
 	looked := false
 	for _, v := range vis {
-		if v.node == rdmaCMNode {
+		if v.Node == procwatch.RDMACMNode {
 			continue
 		}
-		if v.ok || v.failed {
+		if v.OK || v.Failed {
 			return false
 		}
 		looked = true
 	}
 	return looked
-}
-
-// bindCause rebinds a process's cause series to its pid and comm.
-func (c *processCollector) bindCause(st *procState) {
-	if st.cause.s != nil {
-		st.cause.s = c.causeFam.With(st.pidS, st.comm, joinCauses(st.cause.mask))
-	}
 }

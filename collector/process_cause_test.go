@@ -135,7 +135,7 @@ func TestProcessCauseNoVerbs(t *testing.T) {
 	})
 
 	c, _, _ = newTestProcess(t, processOptions(t, procDir))
-	c.openRoot = func(string) (int, error) { return -1, &os.PathError{Op: "open", Path: "root", Err: syscall.EACCES} }
+	c.w.IO.OpenRoot = func(string) (int, error) { return -1, &os.PathError{Op: "open", Path: "root", Err: syscall.EACCES} }
 	wantFallbackCauses(t, fallbackCauses(t, c), map[string]string{"4310": "socket_ifname_not_a_rail"})
 }
 

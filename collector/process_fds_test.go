@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/procwatch"
 	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
 )
 
@@ -16,7 +17,7 @@ import (
 // the other processes are reported.
 func TestProcessVerbsFDsUnreadable(t *testing.T) {
 	c, errs, _ := newTestProcess(t, processOptions(t, fixtureProc))
-	c.scanDir = func(dir string, fn func([]byte)) error {
+	c.w.IO.ScanDir = func(dir string, fn func([]byte)) error {
 		if strings.HasSuffix(dir, "/4310/fd") {
 			return &os.PathError{Op: "open", Path: dir, Err: syscall.EACCES}
 		}
@@ -43,10 +44,12 @@ func TestProcessVerbsFDsUnreadable(t *testing.T) {
 func TestProcessVerbsFDsBounded(t *testing.T) {
 	procDir := copyTree(t, fixtureProc)
 	c, errs, clk := newTestProcess(t, processOptions(t, procDir))
-	c.maxFDs = 5
+	c.w.IO.MaxFDs = 5
 	calls := map[string]int{}
-	c.readlink = func(path string, buf []byte) (int, error) {
-		calls[filepath.Base(filepath.Dir(filepath.Dir(path)))]++
+	c.w.IO.Readlink = func(path string, buf []byte) (int, error) {
+		if strings.Contains(path, "/fd/") { // not ns/net
+			calls[filepath.Base(filepath.Dir(filepath.Dir(path)))]++
+		}
 		return syscall.Readlink(path, buf)
 	}
 	processScrape(t, c)
@@ -58,7 +61,7 @@ func TestProcessVerbsFDsBounded(t *testing.T) {
 	if err := os.Remove(filepath.Join(procDir, "4242", "fd", "12")); err != nil {
 		t.Fatal(err)
 	}
-	c.maxFDs = maxVerbsFDs
+	c.w.IO.MaxFDs = procwatch.MaxVerbsFDs
 	clk.advance(30 * time.Second)
 	out, _ := processScrape(t, c)
 	if len(calls) != 0 {
@@ -73,7 +76,7 @@ func TestProcessVerbsFDsBounded(t *testing.T) {
 		t.Errorf("4242: %d readlink calls, want its 18 fds", calls["4242"])
 	}
 	// A link that vanishes between the listing and the readlink.
-	c.readlink = func(path string, buf []byte) (int, error) {
+	c.w.IO.Readlink = func(path string, buf []byte) (int, error) {
 		if strings.HasSuffix(path, "/4311/fd/12") {
 			return 0, syscall.ENOENT
 		}

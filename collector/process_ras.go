@@ -1,41 +1,141 @@
 package collector
 
 import (
+	"net"
+	"net/netip"
 	"slices"
 	"strings"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/ncclras"
+	"github.com/fabric-exporter/fabric_exporter/internal/procwatch"
 )
 
-// RAS addresses: the process collector is the producer of Env.Processes.
-// After each scrape it publishes the distinct NCCL_RAS_ADDR values of the
-// processes it reported (read once per process with the rest of the
-// environment, process_env.go), for the nccl-ras collector to query.
+// The process collector is the producer of Env.Processes: the process
+// table, for the nccl-ras collector's rank joins, and where to ask the
+// serving processes' RAS services.
+//
+// RAS targets. NCCL's RAS service listens on NCCL_RAS_ADDR (default
+// localhost:28028) in the network namespace of its process. For each
+// selected process whose RAS is on (NCCL_RAS_ENABLE):
+//
+//   - in the exporter's own network namespace: its NCCL_RAS_ADDR when set
+//     (unset: the flag's default already asks localhost:28028);
+//   - in another namespace (a pod with its own network):
+//   - a wildcard address (0.0.0.0, [::]) listens on every address of
+//     that namespace: dialled from the exporter's namespace at the
+//     namespace's first non-loopback address (the pod IP), no privilege;
+//   - a specific address: dialled as it is from the exporter's namespace
+//     (the pod IP is routed from the node);
+//   - a loopback address or localhost (NCCL's default): reachable only
+//     from inside that namespace; the nccl-ras collector dials it from
+//     there (entering the namespace of the target's process on a locked
+//     thread, CAP_SYS_ADMIN), or reports it unreachable.
 
-// rasAddrOf returns a process's RAS client address from its allow-listed
-// NCCL variables: "" when NCCL_RAS_ADDR is unset (the process listens on
-// NCCL's default, which the flag's default already queries), invalid
-// (ncclras.ParseAddr), or NCCL_RAS_ENABLE turns RAS off. invalid is the
-// value that could not be used, for a log.
-func rasAddrOf(vars []envVar) (addr, invalid string) {
-	var raw string
-	enabled := true
-	for _, e := range vars {
-		switch e.name {
-		case "NCCL_RAS_ADDR":
-			raw = e.value
-		case "NCCL_RAS_ENABLE":
-			enabled = rasEnabled(e.value)
+// RASTarget is one RAS service to ask.
+type RASTarget struct {
+	Addr string // host:port to dial
+	// NetNS is the network namespace the service listens in; 0 for the
+	// exporter's own.
+	NetNS uint64
+	// Enter is a process of that namespace whose /proc/PID/ns/net must be
+	// entered to dial Addr (a loopback address of another namespace); 0
+	// when Addr is dialled from the exporter's own namespace.
+	Enter int
+}
+
+// rasEnv returns a process's RAS client address as NCCL reads it: raw is
+// NCCL_RAS_ADDR (ncclras.DefaultAddr when unset, set false), ok false when
+// NCCL_RAS_ENABLE turns RAS off.
+func rasEnv(p *procwatch.Process) (raw string, set, ok bool) {
+	if v, has := p.Getenv("NCCL_RAS_ENABLE"); has && !rasEnabled(v) {
+		return "", false, false
+	}
+	raw, set = p.Getenv("NCCL_RAS_ADDR")
+	if !set || raw == "" {
+		return ncclras.DefaultAddr, false, true
+	}
+	return raw, true, true
+}
+
+// wildcardAddr reports whether an NCCL_RAS_ADDR value binds every address
+// of its namespace.
+func wildcardAddr(raw string) bool {
+	host, _, err := net.SplitHostPort(strings.TrimSpace(raw))
+	if err != nil {
+		return false
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsUnspecified()
+}
+
+// rasTargets returns the RAS services of the table's processes, each once,
+// sorted; invalid is called with an address that cannot be used.
+func rasTargets(snap *procwatch.Snapshot, invalid func(pid int, value string)) []RASTarget {
+	var out []RASTarget
+	if snap == nil {
+		return nil
+	}
+	for i := range snap.Procs {
+		p := &snap.Procs[i]
+		if !p.EnvRead {
+			continue
+		}
+		raw, set, on := rasEnv(p)
+		if !on {
+			continue
+		}
+		addr, err := ncclras.ParseAddr(raw)
+		if err != nil {
+			invalid(p.PID, raw)
+			continue
+		}
+		t := RASTarget{Addr: addr}
+		if p.NetNS == 0 || p.NetNS == snap.SelfNetNS {
+			if !set {
+				continue // the flag's default asks NCCL's default
+			}
+		} else {
+			t.NetNS = p.NetNS
+			ip, isIP := ncclras.AddrIP(addr)
+			switch {
+			case wildcardAddr(raw):
+				a, ok := podAddr(p.NetAddrs)
+				if !ok {
+					continue
+				}
+				_, port, _ := net.SplitHostPort(addr)
+				t.Addr = net.JoinHostPort(a.String(), port)
+			case !isIP || ip.IsLoopback():
+				t.Enter = p.PID
+			}
+		}
+		if !slices.ContainsFunc(out, func(o RASTarget) bool { return o.Addr == t.Addr && o.NetNS == t.NetNS }) {
+			out = append(out, t)
 		}
 	}
-	if raw == "" || !enabled {
-		return "", ""
+	slices.SortFunc(out, func(a, b RASTarget) int {
+		if a.NetNS != b.NetNS {
+			if a.NetNS < b.NetNS {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Addr, b.Addr)
+	})
+	return out
+}
+
+// podAddr picks the address a wildcard listener of another namespace is
+// dialled at: its first global IPv4 address, else its first global IPv6.
+func podAddr(addrs []netip.Addr) (netip.Addr, bool) {
+	for _, want4 := range [2]bool{true, false} {
+		for _, a := range addrs {
+			if a.Is4() == want4 && a.IsGlobalUnicast() {
+				return a, true
+			}
+		}
 	}
-	a, err := ncclras.ParseAddr(raw)
-	if err != nil {
-		return "", raw
-	}
-	return a, ""
+	return netip.Addr{}, false
 }
 
 // rasEnabled reports whether NCCL runs RAS under an NCCL_RAS_ENABLE value.
@@ -93,25 +193,22 @@ func hexDigit(b byte) int {
 	return -1
 }
 
-// publishRAS stores the distinct RAS addresses of the processes reported
-// in this scrape.
-func (c *processCollector) publishRAS() {
-	var addrs []string
-	for _, st := range c.procs {
-		if st.gen == c.gen && st.rasAddr != "" && !slices.Contains(addrs, st.rasAddr) {
-			addrs = append(addrs, st.rasAddr)
-		}
-	}
-	slices.Sort(addrs)
-	c.rasAddrs.Store(&addrs)
+// RASTargets implements ProcessInventory.
+func (c *processCollector) RASTargets() []RASTarget {
+	return rasTargets(c.w.Snapshot(), func(pid int, v string) {
+		c.env.Once.Debug("ras-addr", "msg", "NCCL_RAS_ADDR is not an IP address or localhost with a port; not queried", "pid", pid, "value", v)
+	})
 }
 
-// RASAddresses implements ProcessInventory: a copy of the last scrape's
-// addresses.
-func (c *processCollector) RASAddresses() []string {
-	p := c.rasAddrs.Load()
-	if p == nil {
-		return nil
+// Table implements ProcessInventory: the last process table.
+func (c *processCollector) Table() *procwatch.Snapshot { return c.w.Snapshot() }
+
+// Nudge implements ProcessInventory: the evidence of these processes is
+// re-read now, off the scrape path.
+func (c *processCollector) Nudge(pids ...int) {
+	if len(pids) == 0 {
+		return
 	}
-	return slices.Clone(*p)
+	c.w.Nudge(pids...)
+	c.poller.Wake()
 }

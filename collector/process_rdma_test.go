@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-kit/log"
 
+	"github.com/fabric-exporter/fabric_exporter/internal/procwatch"
 	"github.com/fabric-exporter/fabric_exporter/internal/rdmanl"
 )
 
@@ -53,8 +54,8 @@ func healthyQPs() rdmanl.Listing {
 // 3907).
 func newRDMATestProcess(t *testing.T, src rdmanl.Source) (*processCollector, *fakeClock) {
 	c, _, clk := newTestProcess(t, processOptions(t, fixtureProc))
-	c.qpSrc = src
-	c.getpid = func() int { return 3907 }
+	c.w.SetQPSource(src)
+	c.w.IO.Getpid = func() int { return 3907 }
 	return c, clk
 }
 
@@ -133,7 +134,7 @@ func TestProcessRDMAOtherPIDNamespace(t *testing.T) {
 	c, clk := newRDMATestProcess(t, src)
 	var logs strings.Builder
 	c.env.Once = NewOnceLogger(log.NewLogfmtLogger(&logs), 16)
-	c.getpid = func() int { return 1 } // PID 1 of a container; procfs/self says 3907
+	c.w.IO.Getpid = func() int { return 1 } // PID 1 of a container; procfs/self says 3907
 	processScrape(t, c)
 	clk.advance(time.Minute)
 	out, _ := processScrape(t, c)
@@ -169,7 +170,7 @@ func TestProcessVerbsFDsWithoutRails(t *testing.T) {
 
 func TestIsUverbs(t *testing.T) {
 	for n, want := range map[string]bool{"uverbs0": true, "uverbs12": true, "uverbs": false, "uverbs1x": false, "issm0": false, "rdma_cm": false} {
-		if isUverbs([]byte(n)) != want {
+		if procwatch.IsUverbs([]byte(n)) != want {
 			t.Errorf("%s: %v", n, !want)
 		}
 	}
@@ -180,7 +181,8 @@ func TestIsUverbs(t *testing.T) {
 func TestProcessRDMARenamed(t *testing.T) {
 	procDir := copyTree(t, fixtureProc)
 	c, _, clk := newTestProcess(t, processOptions(t, procDir))
-	c.qpSrc, c.getpid = &fakeQPs{l: healthyQPs()}, func() int { return 3907 }
+	c.w.SetQPSource(&fakeQPs{l: healthyQPs()})
+	c.w.IO.Getpid = func() int { return 3907 }
 	processScrape(t, c)
 	statPath := filepath.Join(procDir, "4242", "stat")
 	raw, _ := os.ReadFile(statPath)

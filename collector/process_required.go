@@ -3,8 +3,8 @@ package collector
 import (
 	"strings"
 
-	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 	"github.com/fabric-exporter/fabric_exporter/internal/proc"
+	"github.com/fabric-exporter/fabric_exporter/internal/procwatch"
 )
 
 // RDMA need: which rail devices a process needs, judged from its
@@ -32,25 +32,25 @@ type rdmaNeed struct {
 
 // needFromEnv judges the need from the allow-listed NCCL variables and the
 // launcher's verdict.
-func needFromEnv(vars []envVar, multi bool) rdmaNeed {
+func needFromEnv(vars []procwatch.EnvVar, multi bool) rdmaNeed {
 	n := rdmaNeed{multi: multi}
 	for _, v := range vars {
-		switch v.name {
+		switch v.Name {
 		case "NCCL_IB_DISABLE":
-			if ibDisabled(v.value) { // the cause nccl_ib_disable (fallback_cause.go)
+			if ibDisabled(v.Value) { // the cause nccl_ib_disable (fallback_cause.go)
 				n.off = true
 			}
 		case "NCCL_NET":
 			// NCCL compares NCCL_NET with its networks' names ignoring case.
 			switch {
-			case netSocket(v.value):
+			case netSocket(v.Value):
 				n.off = true
-			case strings.EqualFold(v.value, "IB"):
+			case strings.EqualFold(v.Value, "IB"):
 				n.netIB = true
 			}
 		case "NCCL_IB_HCA":
-			if v.value != "" {
-				n.hasHCA, n.hca = true, proc.ParseIBHCA(v.value)
+			if v.Value != "" {
+				n.hasHCA, n.hca = true, proc.ParseIBHCA(v.Value)
 			}
 		}
 	}
@@ -60,13 +60,13 @@ func needFromEnv(vars []envVar, multi bool) rdmaNeed {
 // reason returns why the process needs dev, "" when it does not. When
 // NCCL_IB_HCA is set, NCCL opens no device it leaves out, whatever else
 // applies.
-func (n rdmaNeed) reason(dev railDev) string {
+func (n rdmaNeed) reason(dev procwatch.RailDevice) string {
 	if n.off {
 		return ""
 	}
 	if n.hasHCA {
-		for _, p := range dev.ports {
-			if n.hca.Selects(dev.name, p) {
+		for _, p := range dev.Ports {
+			if n.hca.Selects(dev.Name, p) {
 				return reasonIBHCA
 			}
 		}
@@ -79,35 +79,4 @@ func (n rdmaNeed) reason(dev railDev) string {
 		return reasonMultiNode
 	}
 	return ""
-}
-
-// procReq is one needed rail device of a process.
-type procReq struct {
-	device, reason string
-	s              *exposition.Series
-}
-
-// required updates a process's needed rail devices for the devices of this
-// scrape; nothing until its environment was read. Series are kept while
-// device and reason stay the same.
-func (c *processCollector) required(st *procState, devs []railDev) {
-	if !st.envDone {
-		st.req = st.req[:0]
-		return
-	}
-	i := 0
-	for _, d := range devs {
-		r := st.need.reason(d)
-		if r == "" {
-			continue
-		}
-		if i == len(st.req) {
-			st.req = append(st.req, procReq{})
-		}
-		if q := &st.req[i]; q.s == nil || q.device != d.name || q.reason != r {
-			*q = procReq{device: d.name, reason: r, s: c.reqFam.With(st.pidS, st.comm, d.name, r)}
-		}
-		i++
-	}
-	st.req = st.req[:i]
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/procwatch"
 )
 
 // The exporter never selects itself, even when --collector.process.cmdline
@@ -62,7 +64,7 @@ func TestProcessNeverSelectsItselfLive(t *testing.T) {
 	if me := `pid="` + strconv.Itoa(os.Getpid()) + `"`; strings.Contains(out, me) {
 		t.Errorf("the exporter (%s) selected itself:\n%s", me, strings.Join(grepLines(out, me), "\n"))
 	}
-	if s, err := selfPID("/proc"); err != nil || s != os.Getpid() {
-		t.Errorf("selfPID(/proc) = %d, %v; want %d", s, err, os.Getpid())
+	if s, err := procwatch.SelfPID("/proc"); err != nil || s != os.Getpid() {
+		t.Errorf("procwatch.SelfPID(/proc) = %d, %v; want %d", s, err, os.Getpid())
 	}
 }

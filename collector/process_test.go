@@ -44,13 +44,12 @@ func newTestProcess(t testing.TB, o *Options, gpuPIDs ...int) (*processCollector
 	if gpuPIDs != nil {
 		env.GPUs = fakeInventory{pids: gpuPIDs}
 	}
-	c, err := newProcessCollector(env, o)
+	pc, err := newProcessState(env, o) // no poller: Update refreshes inline
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc := c.(*processCollector)
 	clk := &fakeClock{t: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
-	pc.now = clk.now
+	pc.w.SetClock(clk.now)
 	return pc, errs, clk
 }
 
@@ -170,7 +169,7 @@ fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_0",pid="
 fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_3",pid="4310",reason="nccl_ib_hca"} 1
 fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_0",pid="4311",reason="nccl_ib_hca"} 1
 fabric_process_rdma_device_required{comm="sglang::schedul",device="mlx5_3",pid="4311",reason="nccl_ib_hca"} 1
-# HELP fabric_process_rdma_fallback_cause_info Why the process would fall back to socket transport, as far as /proc and sysfs say, for pages without an NCCL log: cause lists those that apply, comma-separated in this order (the causes and order of fabric_nccl_fallback_cause_info): no_verbs_devices_in_container (no verbs node of a rail device the host has in its root), nccl_ib_disable (NCCL_IB_DISABLE non-zero), nccl_net_socket (NCCL_NET=Socket), nccl_ib_hca_matches_no_rail (NCCL_IB_HCA selects no rail device), socket_ifname_not_a_rail (NCCL_SOCKET_IFNAME selects no rail netdev), rail_down (every rail down or its device gone). Computed with the visibility check (every --collector.process.numa-maps-interval). Absent when no cause applies.
+# HELP fabric_process_rdma_fallback_cause_info Why the process would fall back to socket transport, as far as /proc and sysfs say, for pages without an NCCL log: cause lists those that apply, comma-separated in this order (the causes and order of fabric_nccl_fallback_cause_info): no_verbs_devices_in_container (no verbs node of a rail device the host has in its root), nccl_ib_disable (NCCL_IB_DISABLE non-zero), nccl_net_socket (NCCL_NET=Socket), nccl_ib_hca_matches_no_rail (NCCL_IB_HCA selects no rail device), socket_ifname_not_a_rail (NCCL_SOCKET_IFNAME selects no rail netdev), rail_down (every rail down or its device gone). Computed from the last reads of the process's root and environment and of the rails' ports. Absent when no cause applies.
 # TYPE fabric_process_rdma_fallback_cause_info gauge
 fabric_process_rdma_fallback_cause_info{cause="no_verbs_devices_in_container,socket_ifname_not_a_rail",comm="sglang::schedul",pid="4310"} 1
 # HELP fabric_process_rdma_verbs_open Open file descriptors of the process on the verbs node (/dev/infiniband/uverbsN, one per ibv_open_device) of a rail's RDMA device the host has now: evidence that it uses the device. Read from /proc/PID/fd with the visibility check (every --collector.process.numa-maps-interval), at most 4096 fds per process: a lower bound beyond. Absent when /proc/PID/fd cannot be read (counted in fabric_process_read_errors_total{file="fd"}).
@@ -183,15 +182,21 @@ fabric_process_rdma_verbs_open{comm="sglang::schedul",device="mlx5_0",pid="4311"
 fabric_process_rdma_verbs_open{comm="sglang::schedul",device="mlx5_3",pid="4311"} 1
 # HELP fabric_process_read_errors_total Reads of /proc/PID files that failed for a reason other than the process having exited: permission denied without root or CAP_SYS_PTRACE, or garbage. Also counted in fabric_scrape_read_errors_total.
 # TYPE fabric_process_read_errors_total counter
+# HELP fabric_process_namespace_info The process's namespaces as NCCL's RAS service sees them: own_pid is the PID it knows itself by (the innermost PID of NSpid: getpid() inside its PID namespace, the pid RAS reports), net_ns its network namespace (the inode of /proc/PID/ns/net; processes with the same value share a network). Absent while unread.
+# TYPE fabric_process_namespace_info gauge
+fabric_process_namespace_info{comm="python3",net_ns="4026532178",own_pid="1",pid="4242"} 1
+fabric_process_namespace_info{comm="sglang::schedul",net_ns="4026531840",own_pid="4310",pid="4310"} 1
+fabric_process_namespace_info{comm="sglang::schedul",net_ns="4026531840",own_pid="4311",pid="4311"} 1
 fabric_process_read_errors_total{file="cgroup"} 0
 fabric_process_read_errors_total{file="cmdline"} 0
 fabric_process_read_errors_total{file="environ"} 0
 fabric_process_read_errors_total{file="fd"} 0
+fabric_process_read_errors_total{file="net"} 0
 fabric_process_read_errors_total{file="numa_maps"} 0
 fabric_process_read_errors_total{file="root"} 0
 fabric_process_read_errors_total{file="stat"} 0
 fabric_process_read_errors_total{file="status"} 0
-# HELP fabric_process_host_pid_namespace 1 if the process lives in the PID namespace of --path.procfs (the NSpid line of /proc/PID/status has one PID), 0 if in a nested one (a container with its own PID namespace: the PID the process knows itself by, e.g. the one NCCL's RAS service reports, is not the pid label). Absent on kernels without NSpid (before 4.1).
+# HELP fabric_process_host_pid_namespace 1 if the process lives in the PID namespace of --path.procfs (the NSpid line of /proc/PID/status has one PID), 0 if in a nested one (a container with its own PID namespace: the PID the process knows itself by, e.g. the one NCCL's RAS service reports, is not the pid label; see fabric_process_namespace_info). Absent on kernels without NSpid (before 4.1).
 # TYPE fabric_process_host_pid_namespace gauge
 fabric_process_host_pid_namespace{comm="python3",pid="4242"} 0
 fabric_process_host_pid_namespace{comm="sglang::schedul",pid="4310"} 1
@@ -199,7 +204,7 @@ fabric_process_host_pid_namespace{comm="sglang::schedul",pid="4311"} 1
 # HELP fabric_process_rdma_netlink_available 1 if the last RDMA netlink queue-pair listing succeeded and its PIDs are those of --path.procfs, else 0 (no RDMA netlink or device, refused, or the exporter not in the PID namespace of --path.procfs; the reason is logged once): fabric_process_rdma_queue_pairs is absent then. Absent before the process collector selected a process.
 # TYPE fabric_process_rdma_netlink_available gauge
 fabric_process_rdma_netlink_available 0
-# HELP fabric_process_rdma_verbs_fds Open file descriptors of the process on any verbs node /dev/infiniband/uverbsN (every RDMA device, rail or not; 0 when none): a process that uses an HCA through verbs holds one per device context. Read from /proc/PID/fd with fabric_process_rdma_verbs_open (every --collector.process.numa-maps-interval, at most 4096 fds per process); absent when /proc/PID/fd cannot be read.
+# HELP fabric_process_rdma_verbs_fds Open file descriptors of the process on any verbs node /dev/infiniband/uverbsN (every RDMA device, rail or not; 0 when none): a process that uses an HCA through verbs holds one per device context. Read from /proc/PID/fd with fabric_process_rdma_verbs_open (every --collector.process.numa-maps-interval, and at once when NCCL's RAS service newly reports the process as a rank; at most 4096 fds per process); absent when /proc/PID/fd cannot be read.
 # TYPE fabric_process_rdma_verbs_fds gauge
 fabric_process_rdma_verbs_fds{comm="python3",pid="4242"} 3
 fabric_process_rdma_verbs_fds{comm="sglang::schedul",pid="4310"} 0
@@ -215,7 +220,7 @@ func TestProcessFixture(t *testing.T) {
 	}
 	// The hand-made lstat walk agrees with openat2(RESOLVE_IN_ROOT).
 	c2, _, _ := newTestProcess(t, processOptions(t, fixtureProc))
-	c2.roots.NoOpenat2 = true
+	c2.w.IO.Roots.NoOpenat2 = true
 	compare(t, c2, processWant, "fabric_process_rdma_device_visible")
 }
 
@@ -263,9 +268,13 @@ func hasLine(t testing.TB, text, line string) {
 // exited) is ignored.
 func TestProcessGPUPIDs(t *testing.T) {
 	o := processOptions(t, fixtureProc)
-	c, errs, _ := newTestProcess(t, o)
 	var calls int
-	c.gpuPIDs = func(ctx context.Context) []int { calls++; return []int{5001, 4310, 99999} }
+	env, errs := testEnv()
+	env.GPUs = fakeInventory{pids: []int{5001, 4310, 99999}, calls: &calls}
+	c, err := newProcessState(env, o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := processScrape(t, c)
 	if err != nil {
 		t.Fatal(err)
@@ -342,8 +351,8 @@ func TestProcessVanishedAndPermissionDenied(t *testing.T) {
 		}
 		return false
 	}
-	open := c.open
-	c.open = func(path string) (proc.File, error) {
+	open := c.w.IO.Open
+	c.w.IO.Open = func(path string) (proc.File, error) {
 		if denied(path) {
 			return nil, &os.PathError{Op: "open", Path: path, Err: syscall.EACCES}
 		}
@@ -352,14 +361,14 @@ func TestProcessVanishedAndPermissionDenied(t *testing.T) {
 		}
 		return open(path)
 	}
-	c.openRoot = func(path string) (int, error) {
+	c.w.IO.OpenRoot = func(path string) (int, error) {
 		if denied(path) {
 			return -1, &os.PathError{Op: "open", Path: path, Err: syscall.EACCES}
 		}
 		return proc.OpenRoot(path)
 	}
-	c.reader.Close()
-	c.reader = sysfs.NewReaderFunc(func(path string) (sysfs.File, error) {
+	c.w.IO.Reader.Close()
+	c.w.IO.Reader = sysfs.NewReaderFunc(func(path string) (sysfs.File, error) {
 		if denied(path) {
 			return nil, &os.PathError{Op: "open", Path: path, Err: syscall.EPERM}
 		}
@@ -367,8 +376,8 @@ func TestProcessVanishedAndPermissionDenied(t *testing.T) {
 	})
 	// A new process (4242 as a restarted server would be another PID) so that
 	// environ and numa_maps are read again.
-	c.procs = map[int]*procState{}
-	c.cands[5001].checked = time.Time{}
+	c.w.Forget()
+	c.w.Recheck(5001)
 	out, err := processScrape(t, c)
 	if err != nil {
 		t.Fatal(err)
@@ -443,13 +452,12 @@ func TestProcessSetproctitle(t *testing.T) {
 	out, _ = processScrape(t, c)
 	hasLine(t, out, "fabric_process_selected 3")
 	// Long-lived processes that do not match are re-read less and less often.
-	cand := c.cands[98621]
 	for range 10 {
-		clk.advance(cand.wait)
+		clk.advance(c.w.CmdlineWait(98621))
 		processScrape(t, c)
 	}
-	if cand.wait != cmdlineMax {
-		t.Errorf("recheck interval of a long-lived process %v, want %v", cand.wait, cmdlineMax)
+	if w := c.w.CmdlineWait(98621); w != 5*time.Minute {
+		t.Errorf("recheck interval of a long-lived process %v, want 5m", w)
 	}
 }
 
@@ -516,17 +524,16 @@ func TestProcessSecretsNeverExported(t *testing.T) {
 			pc = p
 		}
 	}
-	pc.open = func(path string) (proc.File, error) {
+	pc.poller.Close() // Update refreshes inline from here
+	pc.w.IO.Open = func(path string) (proc.File, error) {
 		f, err := proc.Open(path)
 		if err != nil {
 			return nil, err
 		}
 		return &failingFile{f: f, path: path}, nil
 	}
-	pc.procs = map[int]*procState{}
-	for _, cand := range pc.cands {
-		cand.checked = time.Time{}
-	}
+	pc.w.Forget()
+	pc.w.Recheck()
 	if err := exp.WriteText(&out); err != nil {
 		t.Fatal(err)
 	}
@@ -543,8 +550,10 @@ func TestProcessSecretsNeverExported(t *testing.T) {
 		if strings.Contains(logs.String(), secret) {
 			t.Errorf("secret %q in the logs", secret)
 		}
-		if bytes.Contains(pc.envBuf[:cap(pc.envBuf)], []byte(secret)) || bytes.Contains(pc.cmdBuf, []byte(secret)) {
-			t.Errorf("secret %q left in a buffer", secret)
+		for _, buf := range pc.w.Buffers() {
+			if bytes.Contains(buf, []byte(secret)) {
+				t.Errorf("secret %q left in a buffer", secret)
+			}
 		}
 	}
 }
@@ -571,7 +580,13 @@ func (f *failingFile) Close() error { return f.f.Close() }
 type fakeInventory struct {
 	pids    []int
 	devices []GPUDevice
+	calls   *int // PIDs calls, when not nil
 }
 
-func (f fakeInventory) PIDs(context.Context) []int          { return f.pids }
+func (f fakeInventory) PIDs(context.Context) []int {
+	if f.calls != nil {
+		*f.calls++
+	}
+	return f.pids
+}
 func (f fakeInventory) Devices(context.Context) []GPUDevice { return f.devices }

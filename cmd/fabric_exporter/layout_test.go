@@ -27,6 +27,8 @@ var layers = map[string][]string{
 	"internal/optics":         nil,
 	"internal/ethtoolnl":      nil,
 	"internal/rdmanl":         nil,
+	"internal/procwatch":      {"internal/proc", "internal/sysfs", "internal/rdmanl"},
+	"internal/netnsdial":      nil,
 	"internal/gpu":            nil,
 	"internal/gpu/nvidia":     {"internal/gpu"},
 	"internal/selfmetrics":    {"internal/exposition", "internal/sysfs"},
@@ -36,7 +38,8 @@ var layers = map[string][]string{
 	"internal/fakekubelet":    nil,
 	"internal/fakeras":        nil,
 	"collector": {"internal/exposition", "internal/sysfs", "internal/proc", "internal/nccl", "internal/nccl/inspector",
-		"internal/ncclras", "internal/optics", "internal/ethtoolnl", "internal/rdmanl", "internal/gpu", "internal/gpu/nvidia"},
+		"internal/ncclras", "internal/optics", "internal/ethtoolnl", "internal/rdmanl", "internal/gpu", "internal/gpu/nvidia",
+		"internal/procwatch", "internal/netnsdial"},
 	"alerts":     nil,
 	"dashboards": {"alerts"},
 }

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"bytes"
+	"os"
 	"strings"
 )
 
@@ -193,4 +194,54 @@ func (h IBHCA) matches(device string, port int) bool {
 		}
 	}
 	return false
+}
+
+// Reading an environment: it holds secrets (tokens, keys), so the buffer
+// is wiped after use and never kept beyond envKeep.
+const (
+	MaxEnviron = 1 << 20   // bytes of an environment read
+	envKeep    = 256 << 10 // environment buffer kept between reads
+)
+
+// ReadEnviron reads an environment block (/proc/PID/environ, at most
+// MaxEnviron bytes)
+// into buf's array, growing it and wiping every array it leaves behind.
+// The caller hands the result, also on error, to WipeEnviron.
+func ReadEnviron(open func(string) (File, error), path string, buf []byte) ([]byte, error) {
+	if buf == nil {
+		buf = make([]byte, 0, 16<<10)
+	}
+	buf = buf[:0]
+	f, err := open(path)
+	if err != nil {
+		return buf, err
+	}
+	defer f.Close()
+	for len(buf) < MaxEnviron {
+		if len(buf) == cap(buf) { // grow, wiping the old array
+			nb := make([]byte, len(buf), 2*cap(buf))
+			copy(nb, buf)
+			clear(buf)
+			buf = nb
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		if err != nil {
+			return buf, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		buf = buf[:len(buf)+n]
+	}
+	return buf, nil
+}
+
+// WipeEnviron clears an environment buffer and returns it for reuse (nil
+// when it grew beyond envKeep).
+func WipeEnviron(buf []byte) []byte {
+	clear(buf[:cap(buf)])
+	if cap(buf) > envKeep {
+		return nil
+	}
+	return buf[:0]
 }

@@ -1,0 +1,119 @@
+package procwatch
+
+import (
+	"net/netip"
+)
+
+// Joining an NCCL rank to its process. NCCL's RAS service reports each
+// rank's process by the PID the process knows itself by (getpid() in its
+// own PID namespace: 1, say, in a container) and by the RAS address of its
+// node. The watcher knows each selected process's PID in the namespace of
+// the procfs, its own PID (the innermost of NSpid) and the addresses of its
+// network namespace. A rank is joined to the one selected process whose
+// own PID is the rank's and whose network namespace has the rank's host
+// address: unique, or none — never a guess. Two containers of one node
+// that share the node's network (hostNetwork pods) and whose rank
+// processes have the same own PID are told apart by nothing RAS says:
+// such a rank stays unjoined ("ambiguous"); GPU indices cannot settle it,
+// since NCCL's cuda_dev and nvml_dev count the GPUs the container sees.
+
+// Join results.
+const (
+	// JoinedByPID: the process lives in the PID namespace of the procfs,
+	// so RAS's PID is its PID there.
+	JoinedByPID = "pid"
+	// JoinedByNSpid: the process lives in a nested PID namespace (a
+	// container); RAS's PID is the innermost of its NSpid line.
+	JoinedByNSpid = "nspid"
+
+	// Why a rank of this node is not joined.
+	UnjoinedNoProcess = "no_process"       // no selected process with that own PID on that node
+	UnjoinedAmbiguous = "ambiguous"        // more than one
+	UnjoinedUnread    = "addresses_unread" // a candidate's network namespace could not be read
+	UnjoinedBadHost   = "unknown_host"     // RAS does not name the rank's host
+)
+
+// JoinRank returns the process of the rank RAS reports at host (its RAS
+// address) with pid (its own PID), and how it was joined; nil and the
+// reason when there is none.
+func (s *Snapshot) JoinRank(host string, pid int) (p *Process, by, reason string) {
+	addr, err := netip.ParseAddr(host)
+	if err != nil || pid <= 0 {
+		return nil, "", UnjoinedBadHost
+	}
+	addr = addr.Unmap().WithZone("")
+	var found *Process
+	n, unread := 0, 0
+	for i := range s.Procs {
+		c := &s.Procs[i]
+		own := c.OwnPID
+		if c.NSLevels == 0 {
+			own = c.PID // a kernel without NSpid (before 4.1): the procfs's namespace
+		}
+		if own != pid {
+			continue
+		}
+		if c.NetAddrs == nil {
+			unread++
+			continue
+		}
+		if !hasAddr(c.NetAddrs, addr) {
+			continue
+		}
+		n++
+		found = c
+	}
+	switch {
+	case n == 1 && unread == 0:
+		if found.NSLevels > 1 {
+			return found, JoinedByNSpid, ""
+		}
+		return found, JoinedByPID, ""
+	case n > 1:
+		return nil, "", UnjoinedAmbiguous
+	case unread > 0:
+		return nil, "", UnjoinedUnread
+	}
+	return nil, "", UnjoinedNoProcess
+}
+
+// Process returns the process with this PID and start time, nil when it
+// is not in the snapshot (exited, PID reused, no longer selected).
+func (s *Snapshot) Process(pid int, start uint64) *Process {
+	for i := range s.Procs {
+		if p := &s.Procs[i]; p.PID == pid && (start == 0 || p.Start == start) {
+			return p
+		}
+	}
+	return nil
+}
+
+// NodeAddresses returns the local addresses of every network namespace a
+// selected process lives in: with the exporter's own, the addresses of
+// this node's RAS services.
+func (s *Snapshot) NodeAddresses() []netip.Addr {
+	var out []netip.Addr
+	seen := map[uint64]bool{}
+	for i := range s.Procs {
+		p := &s.Procs[i]
+		if p.NetNS == 0 || seen[p.NetNS] {
+			continue
+		}
+		seen[p.NetNS] = true
+		for _, a := range p.NetAddrs {
+			if !hasAddr(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+func hasAddr(list []netip.Addr, a netip.Addr) bool {
+	for _, b := range list {
+		if b.Unmap() == a {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,164 @@
+package procwatch
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/proc"
+	"github.com/fabric-exporter/fabric_exporter/internal/rdmanl"
+)
+
+// Queue pairs per process from the kernel's RDMA resource tracker over
+// RDMA netlink (internal/rdmanl, what `rdma resource show qp` prints), one
+// listing for all processes every Options.Slow, or at once after a Nudge.
+//
+// Owners: the kernel records a queue pair's owner as the task that
+// created it (rdma_restrack_attach_task(res, current) in
+// drivers/infiniband/core/restrack.c) and reports task_pid_vnr of that task
+// (nldev.c fill_res_name_pid): a thread ID. NCCL creates its QPs in its
+// proxy thread, so the owner is rarely the process's PID. Each owner is
+// mapped to its thread group through /proc/TID/status (Tgid; a thread's
+// directory is not listed but can be opened), once per listing, and the
+// queue pairs are counted per process.
+//
+// PIDs: the kernel lists only the resources of processes with a PID in the
+// caller's PID namespace and reports the PIDs of that namespace. They are
+// compared with the PIDs of the procfs only when both are one namespace
+// (the procfs's self is os.Getpid()); otherwise no listing is made and
+// QPState says why.
+
+// maxOwners bounds the distinct owners of one listing that are mapped to
+// their process.
+const maxOwners = 4096
+
+// QPState is the state of the last listing.
+type QPState struct {
+	Tried   bool      // a listing was attempted
+	OK      bool      // the last listing is usable
+	At      time.Time // when it was made
+	Devices []string  // its devices, sorted
+	Dropped int       // queue pairs the listing could not keep
+	// Reason says why it is not usable ("" when OK).
+	Reason string
+}
+
+type qpKey struct {
+	pid    int
+	device string
+}
+
+type qps struct {
+	src   rdmanl.Source
+	state QPState
+	count map[qpKey]int
+	tgid  map[uint32]int // the owners of the last listing -> their process
+}
+
+func newQPs(src rdmanl.Source) qps {
+	return qps{src: src, count: map[qpKey]int{}, tgid: map[uint32]int{}}
+}
+
+// refreshQPs lists the queue pairs if the last listing is older than every
+// or a nudge asks for one.
+func (q *qps) refreshQPs(ctx context.Context, now time.Time, every time.Duration, force bool, w *Watcher) {
+	if q.src == nil || (q.state.Tried && now.Sub(q.state.At) < every && !force) {
+		return
+	}
+	q.state = QPState{Tried: true, At: now}
+	if self := w.IO.Getpid(); w.self == 0 || w.self != self {
+		q.unavailable(w, "the exporter is not in the PID namespace of --path.procfs (its PID there is not os.Getpid()): RDMA netlink would list only its own namespace's queue pairs with PIDs of that namespace; run it in the host PID namespace (hostPID: true, docker run --pid host)", nil)
+		return
+	}
+	l, err := q.src.QueuePairs(ctx)
+	switch {
+	case errors.Is(err, rdmanl.ErrNoPrivilege):
+		q.unavailable(w, "RDMA netlink refused the queue-pair listing", err)
+		return
+	case errors.Is(err, rdmanl.ErrNotAvailable):
+		q.unavailable(w, "RDMA netlink is not available (no ib_core, or no RDMA device)", err)
+		return
+	case err != nil:
+		q.unavailable(w, "RDMA netlink queue-pair listing failed", err)
+		return
+	}
+	w.src.Notes.Clear("process-rdma-netlink")
+	if l.Dropped > 0 {
+		w.src.Notes.Warn("process-rdma-qps", "msg", "more RDMA queue pairs than one listing keeps; counts are lower bounds", "kept", len(l.QPs), "dropped", l.Dropped)
+	}
+	q.state.OK, q.state.Dropped = true, l.Dropped
+	for _, d := range l.Devices {
+		q.state.Devices = append(q.state.Devices, d.Name)
+	}
+	slices.Sort(q.state.Devices)
+	q.state.Devices = slices.Compact(q.state.Devices)
+	clear(q.count)
+	clear(q.tgid)
+	for _, qp := range l.QPs {
+		if !qp.HasPID {
+			continue // a kernel QP
+		}
+		if pid := q.process(qp.PID, w); pid > 0 {
+			q.count[qpKey{pid, qp.Device}]++
+		}
+	}
+}
+
+// process returns the thread group of a queue pair's owner: the owner
+// itself when it is a selected process, else the Tgid of /proc/TID/status;
+// 0 when unknown (the thread exited, too many owners).
+func (q *qps) process(tid uint32, w *Watcher) int {
+	if pid, ok := q.tgid[tid]; ok {
+		return pid
+	}
+	if len(q.tgid) >= maxOwners {
+		return 0
+	}
+	pid := 0
+	if _, sel := w.procs[int(tid)]; sel {
+		pid = int(tid)
+	} else {
+		path := w.o.Procfs + "/" + strconv.FormatUint(uint64(tid), 10) + "/status"
+		n, err := proc.ReadInto(w.IO.Open, path, w.statusBuf[:])
+		if err == nil {
+			if s, perr := proc.ParseStatus(w.statusBuf[:n]); perr == nil {
+				pid = s.Tgid
+			}
+		} else {
+			w.readError(FileStatus, path, err)
+		}
+	}
+	q.tgid[tid] = pid
+	return pid
+}
+
+func (q *qps) unavailable(w *Watcher, reason string, err error) {
+	q.state.Reason = reason
+	kv := []any{"msg", "no fabric_process_rdma_queue_pairs: " + reason}
+	if err != nil {
+		kv = append(kv, "err", err)
+	}
+	w.src.Notes.Warn("process-rdma-netlink", kv...)
+}
+
+// qpState returns the listing's state.
+func (q *qps) qpState() QPState {
+	s := q.state
+	s.Devices = slices.Clone(s.Devices)
+	return s
+}
+
+// qpsOf returns a process's queue pairs on each device of the listing;
+// nil when the listing is not usable.
+func (q *qps) qpsOf(pid int) []DevCount {
+	if !q.state.OK {
+		return nil
+	}
+	out := make([]DevCount, len(q.state.Devices))
+	for i, d := range q.state.Devices {
+		out[i] = DevCount{Device: d, N: q.count[qpKey{pid, d}]}
+	}
+	return out
+}
