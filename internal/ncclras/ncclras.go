@@ -163,13 +163,15 @@ type MissingRank struct {
 	// network; text: its process is in the DEAD entry).
 	Unresponsive, Dead bool
 	// NoComm: its process answered, without this communicator (RAS's
-	// NOCOMM: JSON unresponsive false, as rasClientRunComms decides it;
-	// text: named with status NOCOMM or UNKNOWN).
+	// NOCOMM). JSON: unresponsive false, whatever considered_dead says:
+	// rasClientRunComms decides on the answer alone. Text: named with
+	// status NOCOMM (2.26+), or UNKNOWN (2.24, 2.25) where the
+	// communicator is not INCOMPLETE.
 	NoComm bool
 }
 
 // Ops are the collective operations RAS counts (NCCL_NUM_FUNCTIONS, 5 in
-// 2.24 to 2.29, named by ncclFuncToString).
+// 2.24 to 2.30, named by ncclFuncToString).
 var Ops = []string{"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce"}
 
 // OpName bounds an operation name to Ops; anything else is "other".
