@@ -1,0 +1,207 @@
+package collector
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/fakeras"
+)
+
+// The ranks of a pod in its own PID and network namespaces (the fixture's
+// 4242: pid 1 in a namespace with 10.77.0.2), as NCCL's RAS reports them:
+// joined to their host process, named when dead, and their verbs fds taken
+// only from a read made after the rank was first seen.
+
+const podComm = `comm="0x5e1fc0de2a7b9d31"`
+
+// rasPod returns a process collector on a copy of the fixture /proc with
+// a fake clock, and an nccl-ras collector that consumes it on the same
+// clock, asking a fake RAS service that answers file.
+func rasPod(t *testing.T, file string) (string, *processCollector, *ncclRASCollector, *fakeras.Server, *fakeClock) {
+	t.Helper()
+	procDir := copyTree(t, fixtureProc)
+	p, _, clk := newTestProcess(t, processOptions(t, procDir))
+	f := fakeras.Start(t, "fixtures/nccl-ras", true, file, "")
+	c := newTestRAS(t, NCCLRASOptions{Addresses: []string{f.Addr()}}, "127.0.0.1", "192.0.2.2")
+	c.env.Processes = p
+	c.now = clk.now
+	return procDir, p, c, f, clk
+}
+
+// rasLines scrapes c and returns its sample lines that contain every one
+// of subs.
+func rasLines(t *testing.T, c *ncclRASCollector, subs ...string) []string {
+	t.Helper()
+	return grepLines(rasSamples(t, c), subs...)
+}
+
+func TestRASPodRankJoined(t *testing.T) {
+	_, p, c, f, clk := rasPod(t, "pod-healthy.json")
+	processScrape(t, p) // the table: 4242's fds read now
+	clk.advance(time.Second)
+	c.poll()
+	// Only rank 0 is this node's (10.77.0.2 is the pod's address, from the
+	// table; 10.77.0.3 is another node's).
+	if got := rasLines(t, c, "fabric_nccl_ras_rank_info"); len(got) != 1 || !strings.Contains(got[0], `host="10.77.0.2",pid="1",rank="0"`) {
+		t.Fatalf("rank series %v, want rank 0 only", got)
+	}
+	want := `fabric_nccl_ras_rank_process_info{` + podComm + `,host="10.77.0.2",host_pid="4242",joined_by="nspid",pid="1",rank="0"} 1`
+	if got := rasLines(t, c, "fabric_nccl_ras_rank_process_info"); len(got) != 1 || got[0] != want {
+		t.Fatalf("joins %v, want %s", got, want)
+	}
+	// The table's fds were read before the rank was seen: no count yet.
+	if got := rasLines(t, c, "fabric_nccl_ras_rank_verbs_fds"); len(got) != 0 {
+		t.Fatalf("a count read before the communicator: %v", got)
+	}
+	// The join nudged the table: its next refresh re-reads 4242's fds.
+	clk.advance(time.Second)
+	processScrape(t, p)
+	want = `fabric_nccl_ras_rank_verbs_fds{` + podComm + `,host="10.77.0.2",host_pid="4242",pid="1",rank="0"} 3`
+	if got := rasLines(t, c, "fabric_nccl_ras_rank_verbs_fds"); len(got) != 1 || got[0] != want {
+		t.Fatalf("fds %v, want %s", got, want)
+	}
+
+	// Killed: RAS calls rank 0 dead. It is missing wherever reported, and
+	// this node still names its host process; no fds for a dead rank.
+	f.Set("pod-killed.json", "")
+	clk.advance(15 * time.Second)
+	c.poll()
+	out := rasSamples(t, c)
+	for _, l := range []string{
+		`fabric_nccl_ras_rank_missing{` + podComm + `,host="10.77.0.2",pid="1",rank="0"} 1`,
+		`fabric_nccl_ras_rank_process_info{` + podComm + `,host="10.77.0.2",host_pid="4242",joined_by="nspid",pid="1",rank="0"} 1`,
+		`fabric_nccl_ras_communicator_missing_ranks{` + podComm + `} 1`,
+	} {
+		if !strings.Contains(out, l+"\n") {
+			t.Errorf("killed: missing %s in\n%s", l, out)
+		}
+	}
+	if strings.Contains(out, "fabric_nccl_ras_rank_verbs_fds") || strings.Contains(out, "fabric_nccl_ras_rank_info") {
+		t.Errorf("killed: rank series of a dead rank:\n%s", out)
+	}
+	// Gone from RAS for longer than joinKeep: forgotten.
+	f.Set("pod-healthy.json", "")
+	os.RemoveAll(filepath.Join(p.w.Procfs(), "4242"))
+	processScrape(t, p)
+	clk.advance(joinKeep + time.Minute)
+	f.Set("pod-unknown-pid.json", "")
+	c.poll()
+	if len(c.joins) != 0 {
+		t.Errorf("joins kept after their rank left: %v", c.joins)
+	}
+}
+
+// NOCOMM: a rank whose process answered without the communicator is not
+// missing.
+func TestRASPodNoComm(t *testing.T) {
+	_, p, c, _, _ := rasPod(t, "pod-nocomm.json")
+	processScrape(t, p)
+	c.poll()
+	out := rasSamples(t, c)
+	for _, l := range []string{
+		`fabric_nccl_ras_rank_nocomm{` + podComm + `,host="10.77.0.3",pid="1",rank="1"} 1`,
+		`fabric_nccl_ras_communicator_nocomm_ranks{` + podComm + `} 1`,
+		`fabric_nccl_ras_communicator_missing_ranks{` + podComm + `} 0`,
+	} {
+		if !strings.Contains(out, l+"\n") {
+			t.Errorf("missing %s in\n%s", l, out)
+		}
+	}
+	if strings.Contains(out, "fabric_nccl_ras_rank_missing{") {
+		t.Errorf("a NOCOMM rank reported missing:\n%s", out)
+	}
+}
+
+// A rank of this node whose own pid no selected process has: unjoined,
+// with the reason; no process, no fds.
+func TestRASPodRankUnjoined(t *testing.T) {
+	_, p, c, _, _ := rasPod(t, "pod-unknown-pid.json")
+	processScrape(t, p)
+	c.poll()
+	want := `fabric_nccl_ras_rank_unjoined{` + podComm + `,host="10.77.0.2",pid="77",rank="0",reason="no_process"} 1`
+	if got := rasLines(t, c, "fabric_nccl_ras_rank_unjoined"); len(got) != 1 || got[0] != want {
+		t.Errorf("unjoined %v, want %s", got, want)
+	}
+	if got := rasLines(t, c, "fabric_nccl_ras_rank_process_info"); len(got) != 0 {
+		t.Errorf("joined: %v", got)
+	}
+}
+
+// A healthy RDMA job whose process the table read before NCCL opened its
+// devices: the stale count of 0 is never exported; after the nudged read
+// the count is the devices NCCL opened.
+func TestRASPodEvidenceNewerThanCommunicator(t *testing.T) {
+	procDir, p, c, _, clk := rasPod(t, "pod-healthy.json")
+	fd := filepath.Join(procDir, "4242", "fd")
+	for _, n := range []string{"12", "14", "17"} { // before ncclNetInit
+		os.Remove(filepath.Join(fd, n))
+	}
+	processScrape(t, p)
+	hasLine(t, mustScrape(t, p), `fabric_process_rdma_verbs_fds{comm="python3",pid="4242"} 0`)
+	// NCCL opens mlx5_0 and mlx5_3, then registers the communicator.
+	os.Symlink("/dev/infiniband/uverbs0", filepath.Join(fd, "12"))
+	os.Symlink("/dev/infiniband/uverbs1", filepath.Join(fd, "14"))
+	clk.advance(5 * time.Second)
+	processScrape(t, p) // a refresh between slow reads: fds not re-read
+	clk.advance(time.Second)
+	c.poll()
+	for i := 0; i < 3; i++ {
+		if got := rasLines(t, c, "fabric_nccl_ras_rank_verbs_fds"); len(got) != 0 {
+			t.Fatalf("scrape %d before the nudged read: %v (the stale 0 would page a healthy job)", i, got)
+		}
+	}
+	clk.advance(time.Second)
+	processScrape(t, p)
+	want := `fabric_nccl_ras_rank_verbs_fds{` + podComm + `,host="10.77.0.2",host_pid="4242",pid="1",rank="0"} 2`
+	if got := rasLines(t, c, "fabric_nccl_ras_rank_verbs_fds"); len(got) != 1 || got[0] != want {
+		t.Fatalf("fds %v, want %s", got, want)
+	}
+}
+
+// mustScrape scrapes the process collector without a refresh of the
+// table's clock.
+func mustScrape(t *testing.T, p *processCollector) string {
+	t.Helper()
+	out, err := processScrape(t, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A pod whose RAS listens on its loopback is asked from inside its
+// network namespace (a target to enter); with a wildcard NCCL_RAS_ADDR at
+// the pod's address; an address of the pod as it is.
+func TestRASPodTargets(t *testing.T) {
+	procDir := copyTree(t, fixtureProc)
+	p, _, _ := newTestProcess(t, processOptions(t, procDir))
+	processScrape(t, p)
+	if got := p.RASTargets(); len(got) != 1 || got[0] != (RASTarget{Addr: "localhost:28028", NetNS: 4026532178, Enter: 4242}) {
+		t.Errorf("default address in a pod: %+v", got)
+	}
+	for _, tc := range []struct{ env, want string }{
+		{"NCCL_RAS_ADDR=0.0.0.0:28030", "10.77.0.2:28030"},
+		{"NCCL_RAS_ADDR=10.77.0.2:28031", "10.77.0.2:28031"},
+	} {
+		d := copyTree(t, fixtureProc)
+		setEnv(t, d, 4242, tc.env)
+		q, _, _ := newTestProcess(t, processOptions(t, d))
+		processScrape(t, q)
+		if got := q.RASTargets(); len(got) != 1 || got[0] != (RASTarget{Addr: tc.want, NetNS: 4026532178}) {
+			t.Errorf("%s: %+v, want %s dialled from the exporter's namespace", tc.env, got, tc.want)
+		}
+	}
+	// Entering needs the flag: without it the pod's service is counted
+	// unreachable and not asked.
+	c := newTestRAS(t, NCCLRASOptions{Addresses: []string{closedAddr(t)}}, "127.0.0.1")
+	c.env.Processes = p
+	c.poll()
+	got, _ := inspectorScrape(t, c)
+	if got[`fabric_nccl_ras_targets{reach="unreachable"}`] != 1 || len(c.addrs) != 1 {
+		t.Errorf("entering off: asked %v, targets %v", c.addrs, scrapeKeys(got, "fabric_nccl_ras_targets"))
+	}
+	_ = procDir
+}

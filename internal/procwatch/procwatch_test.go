@@ -1,0 +1,157 @@
+package procwatch
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/rdmanl"
+)
+
+// tree writes a small procfs: each process with cmdline, stat, status
+// (with its NSpid line) and an fd directory.
+type tree struct {
+	t   *testing.T
+	dir string
+}
+
+func newTree(t *testing.T) *tree {
+	d := t.TempDir()
+	os.WriteFile(filepath.Join(d, "stat"), []byte("cpu  1 0 1 1 0 0 0 0 0 0\n"), 0o644)
+	return &tree{t, d}
+}
+
+// proc adds a process (or, with tgid other than pid, a thread's directory
+// as /proc/TID shows it).
+func (tr *tree) proc(pid, tgid int, cmdline string, nspid ...int) {
+	p := filepath.Join(tr.dir, strconv.Itoa(pid))
+	os.MkdirAll(filepath.Join(p, "fd"), 0o755)
+	ns := strconv.Itoa(pid)
+	for _, n := range nspid {
+		ns += "\t" + strconv.Itoa(n)
+	}
+	os.WriteFile(filepath.Join(p, "cmdline"), []byte(cmdline+"\x00"), 0o644)
+	os.WriteFile(filepath.Join(p, "stat"), []byte(strconv.Itoa(pid)+" (python3) S 1 1 1 0 -1 4194560 1 0 0 0 10 5 0 0 20 0 4 0 12345 100000 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"), 0o644)
+	os.WriteFile(filepath.Join(p, "status"), []byte("Name:\tpython3\nTgid:\t"+strconv.Itoa(tgid)+"\nNSpid:\t"+ns+"\nCpus_allowed_list:\t0-3\nvoluntary_ctxt_switches:\t1\nnonvoluntary_ctxt_switches:\t1\n"), 0o644)
+}
+
+func (tr *tree) fd(pid, fd int, target string) {
+	os.Symlink(target, filepath.Join(tr.dir, strconv.Itoa(pid), "fd", strconv.Itoa(fd)))
+}
+
+type fakeQPs struct{ l rdmanl.Listing }
+
+func (f *fakeQPs) QueuePairs(context.Context) (rdmanl.Listing, error) { return f.l, nil }
+
+// The kernel names a queue pair's creating thread: NCCL's proxy thread.
+// The watcher counts it for the thread's process.
+func TestQueuePairsPerThreadGroup(t *testing.T) {
+	tr := newTree(t)
+	tr.proc(100, 100, "serve")
+	tr.proc(107, 100, "serve") // the proxy thread, /proc/107 as it opens
+	tr.proc(200, 200, "serve --exporter") // the exporter: never selected
+	os.Symlink("200", filepath.Join(tr.dir, "self"))
+	qp := func(dev string, pid uint32) rdmanl.QP {
+		return rdmanl.QP{Device: dev, Type: 2, State: 3, PID: pid, HasPID: true}
+	}
+	src := &fakeQPs{rdmanl.Listing{Devices: []rdmanl.Device{{Name: "mlx5_0"}, {Name: "mlx5_3"}},
+		QPs: []rdmanl.QP{qp("mlx5_0", 107), qp("mlx5_0", 107), qp("mlx5_3", 107), qp("mlx5_3", 100), qp("mlx5_0", 200),
+			{Device: "mlx5_0", Type: 1, State: 3, KernName: "ib_core"}}}}
+	w := New(Options{Procfs: tr.dir, Cmdline: regexp.MustCompile(`^serve`), Max: 8}, Sources{QPs: src})
+	w.IO.Getpid = func() int { return 200 }
+	w.Refresh(context.Background())
+	s := w.Snapshot()
+	p := s.Process(100, 0)
+	if p == nil || !s.QP.OK {
+		t.Fatalf("process 100 %v, listing %+v", p, s.QP)
+	}
+	want := []DevCount{{"mlx5_0", 2}, {"mlx5_3", 2}}
+	if len(p.QPs) != 2 || p.QPs[0] != want[0] || p.QPs[1] != want[1] {
+		t.Errorf("queue pairs %v, want %v", p.QPs, want)
+	}
+}
+
+// A nudge re-reads a process's fds at the next Refresh whatever the slow
+// interval says.
+func TestNudgeRereadsEvidence(t *testing.T) {
+	tr := newTree(t)
+	tr.proc(100, 100, "serve")
+	tr.fd(100, 3, "/dev/null")
+	w := New(Options{Procfs: tr.dir, Cmdline: regexp.MustCompile(`^serve`), Max: 8, Slow: time.Hour}, Sources{})
+	now := time.Unix(1_800_000_000, 0)
+	w.SetClock(func() time.Time { return now })
+	w.Refresh(context.Background())
+	if p := w.Snapshot().Process(100, 0); p == nil || !p.FDsRead || p.VerbsFDs != 0 {
+		t.Fatalf("first read: %+v", p)
+	}
+	tr.fd(100, 4, "/dev/infiniband/uverbs0")
+	now = now.Add(time.Second)
+	w.Refresh(context.Background())
+	if p := w.Snapshot().Process(100, 0); p.VerbsFDs != 0 || !p.EvidenceAt.Equal(now.Add(-time.Second)) {
+		t.Fatalf("re-read before the interval: %d fds at %v", p.VerbsFDs, p.EvidenceAt)
+	}
+	w.Nudge(100)
+	now = now.Add(time.Second)
+	w.Refresh(context.Background())
+	if p := w.Snapshot().Process(100, 0); p.VerbsFDs != 1 || !p.EvidenceAt.Equal(now) {
+		t.Fatalf("after the nudge: %d fds at %v", p.VerbsFDs, p.EvidenceAt)
+	}
+}
+
+func addrList(ss ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out
+}
+
+func TestJoinRank(t *testing.T) {
+	host := addrList("192.0.2.2", "127.0.0.1")
+	podA, podB := addrList("10.77.0.2"), addrList("10.77.0.4")
+	s := &Snapshot{Procs: []Process{
+		{PID: 900, NSLevels: 1, OwnPID: 900, NetNS: 1, NetAddrs: host}, // on the host
+		{PID: 964, NSLevels: 2, OwnPID: 1, NetNS: 2, NetAddrs: podA},   // a pod, own network
+		{PID: 980, NSLevels: 2, OwnPID: 1, NetNS: 3, NetAddrs: podB},   // another pod, own pid 1 too
+		{PID: 990, NSLevels: 2, OwnPID: 7, NetNS: 1, NetAddrs: host},   // hostNetwork pods ...
+		{PID: 991, NSLevels: 2, OwnPID: 7, NetNS: 1, NetAddrs: host},   // ... with the same own pid
+		{PID: 995, NSLevels: 3, OwnPID: 12, NetNS: 4, NetAddrs: nil},   // network unread
+		{PID: 996, NSLevels: 0, OwnPID: 0, NetNS: 1, NetAddrs: host},   // a kernel without NSpid
+		{PID: 997, NSLevels: 2, OwnPID: 30, NetNS: 5, NetAddrs: podA},  // unique by address ...
+		{PID: 998, NSLevels: 2, OwnPID: 30, NetNS: 6, NetAddrs: nil},   // ... but a twin is unread
+	}}
+	for _, c := range []struct {
+		host       string
+		pid        int
+		want       int
+		by, reason string
+	}{
+		{"192.0.2.2", 900, 900, JoinedByPID, ""},
+		{"10.77.0.2", 1, 964, JoinedByNSpid, ""},
+		{"10.77.0.4", 1, 980, JoinedByNSpid, ""},
+		{"10.77.0.9", 1, 0, "", UnjoinedNoProcess},
+		{"192.0.2.2", 7, 0, "", UnjoinedAmbiguous},
+		{"10.0.0.5", 12, 0, "", UnjoinedUnread},
+		{"192.0.2.2", 996, 996, JoinedByPID, ""},
+		{"10.77.0.2", 30, 0, "", UnjoinedUnread},
+		{"unknown", 900, 0, "", UnjoinedBadHost},
+		{"::ffff:192.0.2.2", 900, 900, JoinedByPID, ""},
+	} {
+		p, by, reason := s.JoinRank(c.host, c.pid)
+		got := 0
+		if p != nil {
+			got = p.PID
+		}
+		if got != c.want || by != c.by || reason != c.reason {
+			t.Errorf("%s pid %d: %d %q %q, want %d %q %q", c.host, c.pid, got, by, reason, c.want, c.by, c.reason)
+		}
+	}
+	if got := s.NodeAddresses(); len(got) != 4 {
+		t.Errorf("node addresses %v", got)
+	}
+}
