@@ -53,7 +53,7 @@ func (f *fakeQPs) QueuePairs(context.Context) (rdmanl.Listing, error) { return f
 func TestQueuePairsPerThreadGroup(t *testing.T) {
 	tr := newTree(t)
 	tr.proc(100, 100, "serve")
-	tr.proc(107, 100, "serve") // the proxy thread, /proc/107 as it opens
+	tr.proc(107, 100, "serve")            // the proxy thread, /proc/107 as it opens
 	tr.proc(200, 200, "serve --exporter") // the exporter: never selected
 	os.Symlink("200", filepath.Join(tr.dir, "self"))
 	qp := func(dev string, pid uint32) rdmanl.QP {
