@@ -300,7 +300,7 @@ type scrape struct {
 // a scrape timeout, a collector still running at the deadline is reported
 // failed ("deadline exceeded") and left to finish on its own: its batch is
 // abandoned and the scrape returns what the others produced.
-func (e *Exporter) run() *scrape {
+func (e *Exporter) run(limit time.Duration) *scrape {
 	sc, _ := e.pool.Get().(*scrape)
 	if sc == nil || len(sc.batches) != len(e.collectors)+1 {
 		sc = &scrape{batches: make([]*exposition.Batch, len(e.collectors)+1)}
@@ -309,7 +309,9 @@ func (e *Exporter) run() *scrape {
 		}
 	}
 	ctx := context.WithValue(context.Background(), scrapeIDKey{}, e.nextID.Add(1))
-	if e.timeout <= 0 {
+	timeout, why := e.deadline(limit)
+	ctx = context.WithValue(ctx, deadlineWhyKey{}, why)
+	if timeout <= 0 {
 		var wg sync.WaitGroup
 		for i, c := range e.collectors {
 			b := sc.batches[i]
@@ -322,7 +324,7 @@ func (e *Exporter) run() *scrape {
 		}
 		wg.Wait()
 	} else {
-		ctx, cancel := context.WithTimeout(ctx, e.timeout)
+		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		done := make(chan result, len(e.collectors))
 		for i, c := range e.collectors {
@@ -363,7 +365,7 @@ func (e *Exporter) run() *scrape {
 			// scrape (and the pool) a new one.
 			b := &exposition.Batch{}
 			sc.batches[i] = b
-			e.finish(c, b, result{err: fmt.Errorf("deadline exceeded (--web.scrape-timeout %s)", e.timeout), duration: e.timeout.Seconds()})
+			e.finish(c, b, result{err: fmt.Errorf("deadline exceeded (%s)", why), duration: timeout.Seconds()})
 		}
 	}
 	self := sc.batches[len(e.collectors)]
@@ -372,6 +374,14 @@ func (e *Exporter) run() *scrape {
 		e.self.Add(self)
 	}
 	return sc
+}
+
+// deadlineWhy says what set the deadline of a scrape's context.
+func deadlineWhy(ctx context.Context) string {
+	if s, ok := ctx.Value(deadlineWhyKey{}).(string); ok {
+		return s
+	}
+	return "the scrape's deadline"
 }
 
 // result is the outcome of one collector's update.
@@ -391,9 +401,27 @@ func (e *Exporter) release(sc *scrape) {
 	e.pool.Put(sc)
 }
 
+// deadlineWhyKey carries what set a scrape's deadline, for its errors.
+type deadlineWhyKey struct{}
+
+// deadline returns a scrape's bound: the smaller of --web.scrape-timeout
+// and limit (the scrape's own, from the request; 0: none), and what set it.
+func (e *Exporter) deadline(limit time.Duration) (time.Duration, string) {
+	if limit > 0 && (e.timeout <= 0 || limit < e.timeout) {
+		return limit, fmt.Sprintf("the scrape's X-Prometheus-Scrape-Timeout-Seconds less --web.scrape-timeout-offset: %s", limit)
+	}
+	return e.timeout, fmt.Sprintf("--web.scrape-timeout %s", e.timeout)
+}
+
 // WriteText runs one scrape and writes it in the Prometheus text format.
-func (e *Exporter) WriteText(w io.Writer) error {
-	sc := e.run()
+func (e *Exporter) WriteText(w io.Writer) error { return e.WriteTextWithin(w, 0) }
+
+// WriteTextWithin runs one scrape bounded by limit as well as by
+// --web.scrape-timeout (the smaller wins; 0: the flag alone) and writes
+// it: a collector still running then is reported failed and the others'
+// samples are written.
+func (e *Exporter) WriteTextWithin(w io.Writer, limit time.Duration) error {
+	sc := e.run(limit)
 	defer e.release(sc)
 	return e.families.WriteText(w, sc.batches)
 }
@@ -404,7 +432,7 @@ func (e *Exporter) Describe(chan<- *prometheus.Desc) {}
 
 // Collect runs one scrape and sends it as const metrics.
 func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
-	sc := e.run()
+	sc := e.run(0)
 	defer e.release(sc)
 	for _, b := range sc.batches {
 		b.Collect(ch)
@@ -418,12 +446,12 @@ func (e *Exporter) execute(ctx context.Context, c *namedCollector, b *exposition
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return result{err: fmt.Errorf("deadline exceeded waiting for the previous update (--web.scrape-timeout %s)", e.timeout), duration: time.Since(begin).Seconds()}
+		return result{err: fmt.Errorf("deadline exceeded waiting for the previous update (%s)", deadlineWhy(ctx)), duration: time.Since(begin).Seconds()}
 	}
 	err := c.c.Update(ctx, b)
 	<-c.sem
 	if err != nil && errors.Is(err, context.DeadlineExceeded) {
-		err = fmt.Errorf("deadline exceeded (--web.scrape-timeout %s)", e.timeout)
+		err = fmt.Errorf("deadline exceeded (%s)", deadlineWhy(ctx))
 	}
 	return result{err: err, duration: time.Since(begin).Seconds()}
 }
@@ -451,7 +479,7 @@ func (e *Exporter) States() []CollectorState {
 // Probe runs one scrape and discards it, so that every collector's state
 // is known (and logged) at startup.
 func (e *Exporter) Probe() {
-	e.release(e.run())
+	e.release(e.run(0))
 }
 
 // Close stops the background work of the collectors that have some (the

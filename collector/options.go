@@ -40,6 +40,9 @@ type Options struct {
 
 	// ScrapeTimeout bounds one scrape's collectors (0 = none).
 	ScrapeTimeout time.Duration
+	// ScrapeTimeoutOffset is taken from a scrape's own timeout (its
+	// request's X-Prometheus-Scrape-Timeout-Seconds) to bound it.
+	ScrapeTimeoutOffset time.Duration
 }
 
 // sysPath joins elements under the sysfs root.

@@ -371,3 +371,41 @@ func TestCollectorsHonourContext(t *testing.T) {
 		}
 	}
 }
+
+// A scrape that says its own timeout (Prometheus's header, less the
+// offset, from the handler) is bounded by it when it is below
+// --web.scrape-timeout: the slow collector is marked failed and the rest
+// arrives in time.
+func TestScrapeTimeoutFromScrape(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	e := newTestExporter(30 * time.Second)
+	l := log.NewNopLogger()
+	e.add("good", stubCollector{name: "good"}, l)
+	e.add("slow", slowCollector{release}, l)
+	var out bytes.Buffer
+	begin := time.Now()
+	if err := e.WriteTextWithin(&out, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(begin); d > 2*time.Second {
+		t.Errorf("scrape took %s with a 200ms bound of its own", d)
+	}
+	text := out.String()
+	for _, want := range []string{
+		`fabric_collector_state_info{collector="slow",reason="deadline exceeded (the scrape's X-Prometheus-Scrape-Timeout-Seconds less --web.scrape-timeout-offset: 200ms)",state="failed"} 1`,
+		`fabric_collector_state_info{collector="good",reason="",state="ok"} 1`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("missing %s in\n%s", want, text)
+		}
+	}
+	// A bound above the flag's leaves the flag's.
+	if d, why := e.deadline(time.Minute); d != 30*time.Second || !strings.Contains(why, "--web.scrape-timeout 30s") {
+		t.Errorf("deadline(1m) = %s %q", d, why)
+	}
+	e.timeout = 0
+	if d, _ := e.deadline(time.Second); d != time.Second {
+		t.Errorf("no flag bound: deadline(1s) = %s", d)
+	}
+}

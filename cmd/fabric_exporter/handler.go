@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -22,6 +23,7 @@ import (
 type metricsHandler struct {
 	exp      *collector.Exporter
 	logger   log.Logger
+	offset   time.Duration // --web.scrape-timeout-offset
 	inflight chan struct{}
 	bufs     sync.Pool
 	gzips    sync.Pool
@@ -48,7 +50,7 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	buf := h.getBuf()
 	defer h.putBuf(buf)
 
-	if err := h.exp.WriteText(buf); err != nil {
+	if err := h.exp.WriteTextWithin(buf, scrapeLimit(r.Header, h.offset)); err != nil {
 		level.Error(h.logger).Log("msg", "writing metrics", "err", err)
 	}
 
@@ -86,6 +88,29 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, err := w.Write(body); err != nil {
 		level.Debug(h.logger).Log("msg", "writing response", "err", err)
 	}
+}
+
+// scrapeLimit is the bound of a scrape from its request: Prometheus says
+// how long it waits in X-Prometheus-Scrape-Timeout-Seconds (its
+// scrape_timeout, 10 s by default); the collectors get that less offset,
+// so that a slow collector is reported failed and the rest arrives before
+// Prometheus gives up on the whole target. Never less than half the
+// scrape's timeout; 0 (no bound from the request) without the header or
+// with a value that is not a positive number of seconds.
+func scrapeLimit(h http.Header, offset time.Duration) time.Duration {
+	v := h.Get("X-Prometheus-Scrape-Timeout-Seconds")
+	if v == "" {
+		return 0
+	}
+	secs, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || !(secs > 0) || secs > 1e6 {
+		return 0
+	}
+	d := time.Duration(secs * float64(time.Second))
+	if d-offset < d/2 {
+		return d / 2
+	}
+	return d - offset
 }
 
 func (h *metricsHandler) getBuf() *bytes.Buffer {

@@ -212,3 +212,25 @@ func TestSlowHeadersAreCutOff(t *testing.T) {
 		t.Errorf("server closed the slow connection after %s, want about 10 s", elapsed)
 	}
 }
+
+func TestScrapeLimit(t *testing.T) {
+	for _, c := range []struct {
+		header string
+		want   time.Duration
+	}{
+		{"", 0},
+		{"10", 9500 * time.Millisecond},
+		{"10.000000", 9500 * time.Millisecond},
+		{" 2.5 ", 2 * time.Second},
+		{"0.6", 300 * time.Millisecond}, // never below half
+		{"0", 0}, {"-3", 0}, {"NaN", 0}, {"+Inf", 0}, {"soon", 0}, {"1e9", 0},
+	} {
+		h := http.Header{}
+		if c.header != "" {
+			h.Set("X-Prometheus-Scrape-Timeout-Seconds", c.header)
+		}
+		if got := scrapeLimit(h, 500*time.Millisecond); got != c.want {
+			t.Errorf("%q: %s, want %s", c.header, got, c.want)
+		}
+	}
+}

@@ -45,7 +45,8 @@ func run(args []string) int {
 		metricsPath   = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		noExpMetrics  = app.Flag("web.disable-exporter-metrics", "Exclude metrics about the exporter itself (go_*, process_*, fabric_exporter_build_info).").Bool()
 		maxRequests   = app.Flag("web.max-requests", "Maximum number of parallel scrape requests; more get HTTP 503. 0 disables the limit.").Default("40").Int()
-		scrapeTimeout = app.Flag("web.scrape-timeout", "Upper bound for one scrape's collectors: a collector still running then is reported failed (\"deadline exceeded\") and the scrape returns what the others produced. 0 = no bound.").Default("30s").Duration()
+		scrapeTimeout = app.Flag("web.scrape-timeout", "Upper bound for one scrape's collectors: a collector still running then is reported failed (\"deadline exceeded\") and the scrape returns what the others produced. A scrape that says its own timeout (Prometheus's X-Prometheus-Scrape-Timeout-Seconds) is bounded by the smaller of the two (see --web.scrape-timeout-offset). 0 = no bound but the scrape's own.").Default("30s").Duration()
+		scrapeOffset  = app.Flag("web.scrape-timeout-offset", "Subtracted from the timeout a scrape says it has (X-Prometheus-Scrape-Timeout-Seconds) to bound its collectors, so that the answer, with a slow collector marked failed, reaches Prometheus before it gives up on the target (never below half that timeout).").Default("500ms").Duration()
 		enablePprof   = app.Flag("web.enable-pprof", "Serve Go profiling (net/http/pprof) at /debug/pprof/.").Default("false").Bool()
 		maxProcs      = app.Flag("runtime.gomaxprocs", "The target number of CPUs Go will run on (GOMAXPROCS). A scrape is many tiny sysfs reads; one CPU avoids the scheduler's spinning and costs about a third less CPU per scrape (docs/benchmarks.md).").Envar("GOMAXPROCS").Default("1").Int()
 		logLevel      = app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").Enum("debug", "info", "warn", "error")
@@ -106,7 +107,7 @@ func run(args []string) int {
 		level.Error(logger).Log("msg", "invalid configuration", "err", err)
 		return 1
 	}
-	opts.ScrapeTimeout = *scrapeTimeout
+	opts.ScrapeTimeout, opts.ScrapeTimeoutOffset = *scrapeTimeout, *scrapeOffset
 	exp, err := collector.NewExporter(names, opts, logger)
 	if err != nil {
 		level.Error(logger).Log("msg", "cannot create collectors", "err", err)
@@ -179,7 +180,9 @@ func newLogger(lvl, format string) log.Logger {
 // newMux serves the metrics of exp (plus, unless disabled, the exporter's
 // own build, Go and process metrics) and the landing page.
 func newMux(exp *collector.Exporter, opts *collector.Options, metricsPath string, maxRequests int, exporterMetrics bool, logger log.Logger, pprofOn bool) *http.ServeMux {
-	var handler http.Handler = newMetricsHandler(exp, maxRequests, logger)
+	mh := newMetricsHandler(exp, maxRequests, logger)
+	mh.offset = opts.ScrapeTimeoutOffset
+	var handler http.Handler = mh
 	if exporterMetrics {
 		// Process, Go and handler metrics under client_golang's names,
 		// written by the exporter: client_golang's collectors cost several
