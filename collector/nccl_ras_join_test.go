@@ -48,7 +48,7 @@ func TestRASPodRankJoined(t *testing.T) {
 	if got := rasLines(t, c, "fabric_nccl_ras_rank_info"); len(got) != 1 || !strings.Contains(got[0], `host="10.77.0.2",pid="1",rank="0"`) {
 		t.Fatalf("rank series %v, want rank 0 only", got)
 	}
-	want := `fabric_nccl_ras_rank_process_info{` + podComm + `,host="10.77.0.2",host_pid="4242",joined_by="nspid",pid="1",rank="0"} 1`
+	want := `fabric_nccl_ras_rank_process_info{` + podComm + `,container_id="5734f5e6da28ef2a7d30683d72d881d34cc20c195221ed1f200ac9d5a2ffd388",host="10.77.0.2",host_pid="4242",joined_by="nspid",pid="1",pod_uid="8f4c2a1e-6b3d-4e59-9a7c-1d2e3f4a5b6c",rank="0"} 1`
 	if got := rasLines(t, c, "fabric_nccl_ras_rank_process_info"); len(got) != 1 || got[0] != want {
 		t.Fatalf("joins %v, want %s", got, want)
 	}
@@ -72,7 +72,7 @@ func TestRASPodRankJoined(t *testing.T) {
 	out := rasSamples(t, c)
 	for _, l := range []string{
 		`fabric_nccl_ras_rank_missing{` + podComm + `,host="10.77.0.2",pid="1",rank="0"} 1`,
-		`fabric_nccl_ras_rank_process_info{` + podComm + `,host="10.77.0.2",host_pid="4242",joined_by="nspid",pid="1",rank="0"} 1`,
+		`fabric_nccl_ras_rank_process_info{` + podComm + `,container_id="5734f5e6da28ef2a7d30683d72d881d34cc20c195221ed1f200ac9d5a2ffd388",host="10.77.0.2",host_pid="4242",joined_by="nspid",pid="1",pod_uid="8f4c2a1e-6b3d-4e59-9a7c-1d2e3f4a5b6c",rank="0"} 1`,
 		`fabric_nccl_ras_communicator_missing_ranks{` + podComm + `} 1`,
 	} {
 		if !strings.Contains(out, l+"\n") {

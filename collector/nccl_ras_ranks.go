@@ -42,6 +42,8 @@ type rankJoin struct {
 	hostPID       int    // the process in --path.procfs
 	start         uint64 // its start time (PID reuse)
 	by            string
+	container     string // its container's ID and pod UID ("" outside one)
+	podUID        string
 	firstSeen     time.Time // the poll that joined it
 	lastSeen      time.Time // the last poll that listed the rank
 	nudged        time.Time
@@ -93,6 +95,9 @@ func (c *ncclRASCollector) updateJoins(now time.Time) {
 						continue
 					}
 					j = &rankJoin{host: r.Host, pid: r.PID, hostPID: p.PID, start: p.Start, by: by, firstSeen: now, nudged: now}
+					if p.InContainer {
+						j.container, j.podUID = p.Container.ID, p.Container.PodUID
+					}
 					c.joins[k] = j
 					nudge = append(nudge, p.PID)
 				}
@@ -217,7 +222,7 @@ func (e *rasExport) processes() {
 			continue
 		}
 		l := []string{k.comm, strconv.Itoa(k.rank), rasHost(j.host), rasPID(j.pid), strconv.Itoa(j.hostPID)}
-		b.AddWith(c.rankProcF, 1, append(l, j.by)...)
+		b.AddWith(c.rankProcF, 1, append(l, j.by, j.container, j.podUID)...)
 		if j.missingListed || table == nil {
 			continue
 		}
