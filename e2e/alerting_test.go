@@ -20,7 +20,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/fabric-exporter/fabric_exporter/alerts"
 	"github.com/fabric-exporter/fabric_exporter/dashboards"
 	"github.com/fabric-exporter/fabric_exporter/internal/fakekubelet"
 	"github.com/fabric-exporter/fabric_exporter/internal/fakeras"
@@ -163,14 +162,8 @@ func TestAlertingEndToEnd(tt *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	promBin := testenv.Tool(t, "prometheus")
-	amBin := testenv.Tool(t, "prometheus-alertmanager", "alertmanager")
 	tmp := t.TempDir()
-
-	exporter := filepath.Join(tmp, "fabric_exporter")
-	if out, err := exec.Command("go", "build", "-o", exporter, "../cmd/fabric_exporter").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	exporter := buildExporter(t, tmp)
 
 	// A GPU fixture where every field is present (the bundled one has a
 	// sparse GPU, which would rightly raise GPUActivityMissing).
@@ -376,66 +369,18 @@ func TestAlertingEndToEnd(tt *testing.T) {
 
 	// Alertmanager with the shipped example routing, receivers pointed at
 	// the webhook and fast timers.
-	hook := &webhook{}
-	hookSrv := httptest.NewServer(hook)
-	defer hookSrv.Close()
-	amAddr := testenv.FreeAddr(t)
-	amCfg := filepath.Join(tmp, "alertmanager.yml")
-	if err := writeAlertmanagerConfig(filepath.Join(repo, "deploy/alertmanager/alertmanager.yml"), amCfg, hookSrv.URL); err != nil {
-		t.Fatal(err)
-	}
-	start(t, amBin, "--config.file="+amCfg, "--storage.path="+filepath.Join(tmp, "am"), "--web.listen-address="+amAddr,
-		"--cluster.listen-address=")
-	testenv.WaitHTTP(t, "http://"+amAddr+"/-/ready")
+	hook, amAddr := startAlertmanager(t, tmp)
 
 	// Prometheus with the shipped rules, rendered with test timings and the
 	// exporter-down selector set to the scrape job, which is not "fabric".
-	const job = "serviceMonitor/monitoring/fabric-exporter/0"
-	cfg := alerts.DefaultConfig()
-	cfg.ExporterSelector = `job="` + job + `"`
-	cfg.For.Short, cfg.For.Medium, cfg.For.Long = "2s", "3s", "5s"
-	cfg.PauseStormWindow, cfg.FlapWindow = "15s", "30s"
-	cfg.RailHistoryInterval, cfg.ErrorCounterInterval = "5s", "5s" // the slow groups at lab speed (2m, 1m in production)
-	cfg.WarningInterval = "2s"                                     // the warning groups (1m in production) slower than the 1s evaluation
-	rules, err := alerts.Render(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// FabricExporterDown waits 2m in production, far longer than an
-	// exporter restart; at lab speed (for: 3s) a restart on a loaded
-	// machine (the healthy node's, below) would look like an outage. Keep
-	// the ratio: 15s.
-	rules = exporterDownFor(t, rules, cfg.For.Medium, "15s")
-	rulesPath := filepath.Join(tmp, "rules.yml")
-	os.WriteFile(rulesPath, rules, 0o644)
+	const job = labJob
+	cfg, rules := labRules(t)
 	var targets []string
 	for _, n := range nodes {
-		targets = append(targets, "'"+n.addr+"'")
+		targets = append(targets, n.addr)
 	}
-	promCfg := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: ['%s']
-alerting:
-  alertmanagers:
-  - static_configs:
-    - targets: ['%s']
-scrape_configs:
-- job_name: '%s'
-  static_configs:
-  - targets: [%s]
-    labels: {cluster: lab}
-- job_name: serviceMonitor/inference/sglang/0
-  static_configs:
-  - targets: ['%s']
-    labels: {cluster: lab}
-`, rulesPath, amAddr, job, strings.Join(targets, ", "), strings.TrimPrefix(sglang.URL, "http://"))
-	promYml := filepath.Join(tmp, "prometheus.yml")
-	os.WriteFile(promYml, []byte(promCfg), 0o644)
-	promAddr := testenv.FreeAddr(t)
-	start(t, promBin, "--config.file="+promYml, "--storage.tsdb.path="+filepath.Join(tmp, "tsdb"), "--web.listen-address="+promAddr)
-	testenv.WaitHTTP(t, "http://"+promAddr+"/-/ready")
-	prom := newPromClient("http://" + promAddr)
+	prom := startPrometheus(t, tmp, rules, amAddr, scrapeJob{job, targets},
+		scrapeJob{"serviceMonitor/inference/sglang/0", []string{strings.TrimPrefix(sglang.URL, "http://")}})
 
 	// Baseline: every target up, rates flowing, nothing firing.
 	waitFor(t, 60*time.Second, "all targets up and rail rates recorded", func() bool {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -24,10 +23,7 @@ func TestTwoPrometheusServersAgree(tt *testing.T) {
 	}
 	promBin := testenv.Tool(t, "prometheus")
 	tmp := t.TempDir()
-	exporter := filepath.Join(tmp, "fabric_exporter")
-	if out, err := exec.Command("go", "build", "-o", exporter, "../cmd/fabric_exporter").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	exporter := buildExporter(t, tmp)
 	addr := testenv.FreeAddr(t)
 	start(t, exporter, "--web.listen-address="+addr, "--path.sysfs="+filepath.Join(repo, "collector/fixtures/sys"),
 		"--path.procfs="+filepath.Join(repo, "collector/fixtures/proc"),

@@ -11,9 +11,7 @@ package e2e
 
 import (
 	"fmt"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -32,13 +30,8 @@ func TestScaleOutVictoriaMetrics(tt *testing.T) {
 		t.Skip("VM_BIN_DIR not set: `make test-scaleout` installs VictoriaMetrics and sets it")
 	}
 	vmBin, vmagentBin, vmalertBin := filepath.Join(dir, "victoria-metrics"), filepath.Join(dir, "vmagent"), filepath.Join(dir, "vmalert")
-	amBin := testenv.Tool(t, "prometheus-alertmanager", "alertmanager")
 	tmp := t.TempDir()
-
-	exporter := filepath.Join(tmp, "fabric_exporter")
-	if out, err := exec.Command("go", "build", "-o", exporter, "../cmd/fabric_exporter").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	exporter := buildExporter(t, tmp)
 	gpu := filepath.Join(tmp, "gpu.json")
 	if err := writeFullGPUFixture(filepath.Join(repo, "collector/fixtures/gpu/dcgm-8gpu.json"), gpu, false); err != nil {
 		t.Fatal(err)
@@ -60,16 +53,7 @@ func TestScaleOutVictoriaMetrics(tt *testing.T) {
 		"--collector.nccl.log-path="+filepath.Join(logs, "*.log"), "--collector.nccl.retention=0")
 	testenv.WaitHTTP(t, "http://"+expAddr+"/metrics")
 
-	hook := &webhook{}
-	hookSrv := httptest.NewServer(hook)
-	defer hookSrv.Close()
-	amAddr := testenv.FreeAddr(t)
-	amCfg := filepath.Join(tmp, "alertmanager.yml")
-	if err := writeAlertmanagerConfig(filepath.Join(repo, "deploy/alertmanager/alertmanager.yml"), amCfg, hookSrv.URL); err != nil {
-		t.Fatal(err)
-	}
-	start(t, amBin, "--config.file="+amCfg, "--storage.path="+filepath.Join(tmp, "am"), "--web.listen-address="+amAddr, "--cluster.listen-address=")
-	testenv.WaitHTTP(t, "http://"+amAddr+"/-/ready")
+	hook, amAddr := startAlertmanager(t, tmp)
 
 	// Storage and query engine (single-node VictoriaMetrics: the same
 	// ingestion and Prometheus query API as the cluster's vminsert and

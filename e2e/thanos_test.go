@@ -550,15 +550,6 @@ func rawQuery(base, expr string, instant bool, end time.Time) (answer, []string,
 	return a, body.Warnings, nil
 }
 
-func labelKey(m map[string]string) string {
-	var l []string
-	for k, v := range m {
-		l = append(l, k+"="+v)
-	}
-	sort.Strings(l)
-	return "{" + strings.Join(l, ",") + "}"
-}
-
 // tolerance is how far apart (relative) two servers' values may be: the
 // fleet serves every sample with its timestamp (-steady), so they store the
 // same points of the same curves and differ by floating-point rounding
