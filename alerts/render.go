@@ -61,11 +61,16 @@ type Config struct {
 	NCCLInspectorBusBandwidthRatio float64 `yaml:"ncclInspectorBusBandwidthRatio"`
 	KubernetesGPUResources         string  `yaml:"kubernetesGPUResources"`
 	KubernetesRDMAResources        string  `yaml:"kubernetesRDMAResources"`
-	For                            struct {
+	// CauseLatchWindow: how long the latched cause of a process's NCCL page
+	// outlives a gap in its cause (last_over_time of the latch records).
+	CauseLatchWindow string `yaml:"causeLatchWindow"`
+	For              struct {
 		NCCL   string `yaml:"nccl"`
 		Short  string `yaml:"short"`
 		Medium string `yaml:"medium"`
 		Long   string `yaml:"long"`
+		// KeepFiring is the keep_firing_for of every page.
+		KeepFiring string `yaml:"keepFiring"`
 	} `yaml:"for"`
 }
 
@@ -112,6 +117,16 @@ func ParseConfig(b []byte) (Config, error) {
 	}
 	if d, err := model.ParseDuration(c.ErrorCounterInterval); err != nil || time.Duration(d) <= 0 {
 		return c, fmt.Errorf("alerts config: errorCounterInterval %q: must be a duration above 0", c.ErrorCounterInterval)
+	}
+	// A page bridges a gap of for.keepFiring; the cause it carries must
+	// outlive that gap, or the page would come back with another cause.
+	keep, err := model.ParseDuration(c.For.KeepFiring)
+	if err != nil || time.Duration(keep) < 0 {
+		return c, fmt.Errorf("alerts config: for.keepFiring %q: must be a duration (0s: pages resolve at once)", c.For.KeepFiring)
+	}
+	latch, err := model.ParseDuration(c.CauseLatchWindow)
+	if err != nil || latch <= keep {
+		return c, fmt.Errorf("alerts config: causeLatchWindow %q: must be a duration above for.keepFiring (%s)", c.CauseLatchWindow, c.For.KeepFiring)
 	}
 	if r := c.NCCLInspectorBusBandwidthRatio; !(r > 0 && r <= 1) {
 		return c, fmt.Errorf("alerts config: ncclInspectorBusBandwidthRatio %v: must be in (0, 1]", r)
@@ -171,7 +186,7 @@ func Render(c Config) ([]byte, error) {
 		"NVLinkErrorsPerMinute": num(c.NVLinkErrorsPerMinute), "NVLinkErrorWindow": c.NVLinkErrorWindow,
 		"KubeGPU": c.KubernetesGPUResources, "KubeRDMA": c.KubernetesRDMAResources,
 		"For": c.For, "FlapWindow": c.FlapWindow, "PauseStormWindow": c.PauseStormWindow, "RailHistoryWindow": c.RailHistoryWindow, "RailHistoryInterval": c.RailHistoryInterval, "ErrorCounterInterval": c.ErrorCounterInterval,
-		"WarningInterval": c.WarningInterval,
+		"WarningInterval": c.WarningInterval, "CauseLatchWindow": c.CauseLatchWindow,
 	}
 	data["NCCLInspectorBusBandwidthRatio"] = num(c.NCCLInspectorBusBandwidthRatio)
 	t, err := template.New("rules").Delims("<%", "%>").Option("missingkey=error").Parse(rulesTemplate)

@@ -123,6 +123,7 @@ type ruleFile struct {
 			Alert       string            `yaml:"alert,omitempty"`
 			Expr        string            `yaml:"expr"`
 			For         string            `yaml:"for,omitempty"`
+			KeepFiring  string            `yaml:"keep_firing_for,omitempty"`
 			Labels      map[string]string `yaml:"labels,omitempty"`
 			Annotations map[string]string `yaml:"annotations,omitempty"`
 		} `yaml:"rules"`

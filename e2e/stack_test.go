@@ -62,6 +62,9 @@ func labRules(t testing.TB) (alerts.Config, []byte) {
 	cfg := alerts.DefaultConfig()
 	cfg.ExporterSelector = `job="` + labJob + `"`
 	cfg.For.Short, cfg.For.Medium, cfg.For.Long = "2s", "3s", "5s"
+	// keep_firing_for of the pages (5m in production, 20 scrapes at 15 s):
+	// 10 scrapes; the latched cause outlives it.
+	cfg.For.KeepFiring, cfg.CauseLatchWindow = "10s", "1m"
 	cfg.PauseStormWindow, cfg.FlapWindow = "15s", "30s"
 	cfg.RailHistoryInterval, cfg.ErrorCounterInterval = "5s", "5s" // the slow groups at lab speed (2m, 1m in production)
 	cfg.WarningInterval = "2s"                                     // the warning groups (1m in production) slower than the 1s evaluation
