@@ -97,6 +97,7 @@ type event struct {
 	receiver, status string
 	labels           map[string]string
 	annotations      map[string]string
+	at               time.Time // when the webhook got it
 }
 
 func (w *webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
@@ -105,9 +106,10 @@ func (w *webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		http.Error(rw, err.Error(), 400)
 		return
 	}
+	now := time.Now()
 	w.mu.Lock()
 	for _, a := range msg.Alerts {
-		w.events = append(w.events, event{receiver: strings.TrimPrefix(r.URL.Path, "/"), status: a.Status, labels: a.Labels, annotations: a.Annotations})
+		w.events = append(w.events, event{receiver: strings.TrimPrefix(r.URL.Path, "/"), status: a.Status, labels: a.Labels, annotations: a.Annotations, at: now})
 	}
 	w.mu.Unlock()
 }
