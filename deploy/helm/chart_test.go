@@ -326,15 +326,29 @@ func TestHelmMatchesKustomize(t *testing.T) {
 	sameObjects(t, helmTemplate(t), kustomize(t))
 }
 
-// podResources.access renders what the base with the pod-resources-access
-// component builds.
-func TestHelmPodResourcesAccessMatchesComponent(t *testing.T) {
-	sameObjects(t, helmTemplate(t, "podResources:\n  access: true\n"), kustomize(t, "components/pod-resources-access"))
+// Each value that loosens the exporter's privileges renders what the base
+// with the corresponding kustomize component builds: podResources.access
+// components/pod-resources-access, ncclRAS.enterPodNetwork
+// components/ras-pod-network, both the two components (in that order).
+func TestHelmComponentValuesMatchComponents(t *testing.T) {
+	for _, tc := range []struct {
+		name, values string
+		components   []string
+	}{
+		{"podResources.access", "podResources:\n  access: true\n", []string{"components/pod-resources-access"}},
+		{"ncclRAS.enterPodNetwork", "ncclRAS:\n  enterPodNetwork: true\n", []string{"components/ras-pod-network"}},
+		{"both", "podResources:\n  access: true\nncclRAS:\n  enterPodNetwork: true\n",
+			[]string{"components/pod-resources-access", "components/ras-pod-network"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sameObjects(t, helmTemplate(t, tc.values), kustomize(t, tc.components...))
+		})
+	}
 }
 
 func TestHelmLint(t *testing.T) {
 	h := helmBin(t)
-	for _, set := range [][]string{nil, {"--set", "podResources.access=true,rails={rail0=mlx5_0:1},dashboards.enabled=false"}} {
+	for _, set := range [][]string{nil, {"--set", "podResources.access=true,ncclRAS.enterPodNetwork=true,rails={rail0=mlx5_0:1},dashboards.enabled=false"}} {
 		args := append([]string{"lint", "--strict", chart}, set...)
 		out, err := exec.Command(h, args...).CombinedOutput()
 		if err != nil {
