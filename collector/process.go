@@ -188,6 +188,11 @@ func (c *processCollector) Update(ctx context.Context, b *exposition.Batch) erro
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	return c.export(b)
+}
+
+// export adds the last process table's samples (no I/O).
+func (c *processCollector) export(b *exposition.Batch) error {
 	snap := c.w.Snapshot()
 	if snap.Err != nil {
 		if errors.Is(snap.Err, procwatch.ErrNoProcesses) {

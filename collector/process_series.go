@@ -2,6 +2,7 @@ package collector
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -84,6 +85,16 @@ type procSeries struct {
 	info, cpuUser, cpuSys, rss, ctxVol, ctxInv, majflt *exposition.Series
 	hostNS, verbsFDs                                   *exposition.Series
 	keyed                                              map[seriesKey]*exposition.Series // series whose labels vary
+
+	// Judgements kept until their inputs change: the need from the
+	// environment (read once per process), the causes until the next
+	// evidence read or rail reading.
+	needDone  bool
+	need      rdmaNeed
+	causeAt   time.Time
+	causeRC   *railCause
+	causeMask causeMask
+	causeEnv  bool
 }
 
 // seriesKey names a series of a process by its family and the label values
@@ -182,9 +193,11 @@ func (c *processCollector) addProcess(p *procwatch.Process, snap *procwatch.Snap
 		b.Add(s.with(f.nccl, e.Name, e.Value), 1)
 	}
 	if p.EnvRead {
-		need := needFromEnv(p.Env, p.MultiNode)
+		if !s.needDone {
+			s.need, s.needDone = needFromEnv(p.Env, p.MultiNode), true
+		}
 		for _, d := range snap.RailDevices {
-			if r := need.reason(d); r != "" {
+			if r := s.need.reason(d); r != "" {
 				b.Add(s.with(f.reqFam, d.Name, r), 1)
 			}
 		}
@@ -204,7 +217,10 @@ func (c *processCollector) addProcess(p *procwatch.Process, snap *procwatch.Snap
 	for _, q := range p.QPs {
 		b.Add(s.with(f.qps, q.Device), float64(q.N))
 	}
-	if m := causesOf(p, rc); m != 0 {
+	if !s.causeAt.Equal(p.EvidenceAt) || s.causeRC != rc || s.causeEnv != p.EnvRead {
+		s.causeMask, s.causeAt, s.causeRC, s.causeEnv = causesOf(p, rc), p.EvidenceAt, rc, p.EnvRead
+	}
+	if m := s.causeMask; m != 0 {
 		b.Add(s.with(f.causeFam, joinCauses(m)), 1)
 	}
 }

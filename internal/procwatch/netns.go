@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"time"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/proc"
 	"github.com/fabric-exporter/fabric_exporter/internal/sysfs"
@@ -19,7 +20,8 @@ import (
 // netns caches the addresses of the namespaces of the selected processes.
 type netns struct {
 	spaces map[uint64]*nsAddrs
-	selfNS uint64 // the exporter's own network namespace (0: unknown)
+	selfNS uint64    // the exporter's own network namespace (0: unknown)
+	selfAt time.Time // when it was read
 }
 
 type nsAddrs struct {

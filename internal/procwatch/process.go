@@ -174,7 +174,10 @@ func (w *Watcher) readProcess(sel procSel, now time.Time, visible []string, nudg
 		w.recheck(sel.pid)
 		return nil
 	}
-	st.Start, st.Comm, st.ByCmd, st.ByGPU = ps.StartTime, string(ps.Comm), sel.byCmd, sel.byGPU
+	if string(ps.Comm) != st.Comm { // no allocation for the comparison
+		st.Comm = string(ps.Comm)
+	}
+	st.Start, st.ByCmd, st.ByGPU = ps.StartTime, sel.byCmd, sel.byGPU
 	st.UTime, st.STime, st.MajFlt = ps.UTime, ps.STime, ps.MajFlt
 	w.readStatus(st)
 	if st.numaAt.IsZero() || now.Sub(st.numaAt) >= w.o.Slow {

@@ -249,9 +249,13 @@ func (w *Watcher) Refresh(ctx context.Context) {
 			w.refreshVerbs(w.o.Sysfs, devs, now, w.o.Slow)
 			visible = w.visibleDevices(devs)
 		}
-		w.refreshSelfNetns()
+		if w.selfAt.IsZero() || now.Sub(w.selfAt) >= w.o.Slow {
+			w.refreshSelfNetns()
+			w.selfAt = now
+		}
 	}
 	snap.RailDevices, snap.VisibleDevices = devs, visible
+	snap.Procs = make([]Process, 0, len(w.sel))
 	for _, s := range w.sel {
 		if ctx.Err() != nil {
 			break // stopping: publish what was read
