@@ -7,6 +7,11 @@
 # Two ranks on ONE GPU talk over NCCL's network transport when each sets a
 # different NCCL_HOSTID (the drill does): NCCL then believes they run on two
 # hosts and skips P2P and SHM.
+#
+# --pause sleeps between batches (parallel trials share the cores).
+# --destroy-file: a second process group (its own NCCL communicator) is
+# made on both ranks and used once; when the file appears, rank 1 destroys
+# it while rank 0 keeps it, and both run the world all-reduce on.
 import argparse
 import datetime
 import os
@@ -20,6 +25,8 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--stop-file", required=True)
 ap.add_argument("--seconds", type=float, default=150)
 ap.add_argument("--mib", type=int, default=64)
+ap.add_argument("--pause", type=float, default=0)
+ap.add_argument("--destroy-file", default="")
 args = ap.parse_args()
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -37,6 +44,11 @@ try:
     deadline = time.time() + args.seconds
     for _ in range(2):
         dist.all_reduce(x)
+    second = None
+    if args.destroy_file:
+        second = dist.new_group([0, 1])
+        dist.all_reduce(flag, group=second)
+        print("rank %d: second communicator up" % rank, flush=True)
     torch.cuda.synchronize()
     print("rank %d: NCCL %s, all-reduce of %d MiB on %s" % (rank, ".".join(map(str, torch.cuda.nccl.version())), size >> 20, torch.cuda.get_device_name(dev)), flush=True)
     while True:
@@ -47,6 +59,13 @@ try:
         dt = (time.time() - t) / n
         # bus bandwidth of an all-reduce: size/time * 2(n-1)/n (nccl-tests)
         print("busbw_gbs %.3f" % (size / dt * 2 * (world - 1) / world / 1e9), flush=True)
+        if second is not None and rank == 1 and os.path.exists(args.destroy_file):
+            t = time.time()
+            dist.destroy_process_group(second)
+            second = None
+            print("rank 1: destroyed the second communicator in %.3f s" % (time.time() - t), flush=True)
+        if args.pause > 0:
+            time.sleep(args.pause)
         flag.fill_(1.0 if rank == 0 and (os.path.exists(args.stop_file) or time.time() > deadline) else 0.0)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         if flag.item() > 0:

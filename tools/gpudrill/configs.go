@@ -117,15 +117,20 @@ func writeAlertmanagerConfig(am map[string]any, path string, hookPort int) error
 	return os.WriteFile(path, b, 0o644)
 }
 
-func writePrometheusConfig(path, rules string, scrape, eval string, amPort, exporterPort int, instance string) error {
+// promTarget is one exporter the drill's Prometheus scrapes.
+type promTarget struct{ addr, instance string }
+
+func writePrometheusConfig(path, rules string, scrape, eval string, amPort int, targets []promTarget) error {
+	var static []any
+	for _, t := range targets {
+		static = append(static, map[string]any{"targets": []string{t.addr}, "labels": map[string]string{"cluster": "drill", "instance": t.instance}})
+	}
 	cfg := map[string]any{
 		"global":     map[string]any{"scrape_interval": scrape, "evaluation_interval": eval},
 		"rule_files": []string{rules},
 		"alerting": map[string]any{"alertmanagers": []any{map[string]any{"static_configs": []any{
 			map[string]any{"targets": []string{fmt.Sprintf("127.0.0.1:%d", amPort)}}}}}},
-		"scrape_configs": []any{map[string]any{"job_name": "fabric", "static_configs": []any{map[string]any{
-			"targets": []string{fmt.Sprintf("127.0.0.1:%d", exporterPort)},
-			"labels":  map[string]string{"cluster": "drill", "instance": instance}}}}},
+		"scrape_configs": []any{map[string]any{"job_name": "fabric", "static_configs": static}},
 	}
 	b, err := yaml.Marshal(cfg)
 	if err != nil {

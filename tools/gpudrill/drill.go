@@ -52,6 +52,21 @@ type Config struct {
 	RASStagger  time.Duration
 	NoDebug     bool
 	RASParallel bool
+	// Shape of the two-node trials' ranks: shapeContainer (each rank in
+	// PID and mount namespaces of its own inside its node's, container.go)
+	// or shapeHost; ContainerRDMA: /dev/infiniband stays visible in the
+	// containers (false: hidden, as by a launcher that passes none).
+	Shape         string
+	ContainerRDMA bool
+	// DestroyTrial: rank 1 destroys the communicator of a second process
+	// group that rank 0 keeps (RAS: NOCOMM); NonblockingTrial: the job
+	// with TORCH_NCCL_USE_COMM_NONBLOCKING=1, RAS polled fast
+	// (rastrials.go). SelftestShape: the nodes and containers with sleep
+	// for ranks, no GPU or Python (selftest.go).
+	DestroyTrial, NonblockingTrial, SelftestShape bool
+	// RankCmdline is the exporters' --collector.process.cmdline ("":
+	// allreduce\.py).
+	RankCmdline string
 	Out         io.Writer `json:"-"` // the report (also written to WorkDir/report.txt)
 }
 
@@ -68,11 +83,13 @@ type Result struct {
 	TimeToPage []time.Duration // per socket trial
 	InitPage   time.Duration   // forced-IB run: first line → NCCLInitFailed notification
 	// KillToPage: per kill trial, the kill → the first NCCLRankMissing or
-	// NCCLAsyncError notification; NodebugPage: RAS reporting the two-node
-	// communicator → NCCLSocketFallback (0: none).
-	KillToPage  []time.Duration
-	NodebugPage time.Duration
-	Lines       []string // the report
+	// NCCLAsyncError notification; FallbackPage: per two-node trial that
+	// paged it, RAS reporting the two-node communicator → NCCLSocketFallback
+	// (kernel evidence) for rank 0; Rows: the two-node trials' summary.
+	KillToPage   []time.Duration
+	FallbackPage []time.Duration
+	Rows         []trialRow
+	Lines        []string // the report
 }
 
 // Failed reports whether any check failed.
@@ -125,7 +142,10 @@ func pidRegexp(rs []rank) string {
 // each against a fresh exporter, Prometheus and Alertmanager.
 func Run(cfg Config) (*Result, error) {
 	res := &Result{}
-	nodes := cfg.RASTrials > 0 || cfg.NoDebug
+	nodes := cfg.RASTrials > 0 || cfg.NoDebug || cfg.DestroyTrial || cfg.NonblockingTrial || cfg.SelftestShape
+	if cfg.SelftestShape {
+		cfg.Trials = 0 // the plumbing alone
+	}
 	if cfg.Trials < 1 && !nodes {
 		cfg.Trials = 1
 	}
@@ -144,8 +164,11 @@ func Run(cfg Config) (*Result, error) {
 	}
 	host, _ := os.Hostname()
 	mode := "live (PyTorch, real NCCL)"
-	if cfg.Replay != "" {
+	switch {
+	case cfg.Replay != "":
 		mode = "replay of " + cfg.Replay
+	case cfg.SelftestShape:
+		mode = "selftest of the two-node shape (sleep for ranks; no GPU, Python or NCCL)"
 	}
 	res.printf("fabric_exporter GPU fire drill, %s on %s, %s", time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, mode)
 	res.printf("settings: scrape %s, evaluation %s (deploy/lab/prometheus.yml: %s/%s), NCCLSocketFallback for: %s, page route group_wait %s, nccl poll 1s",
@@ -189,7 +212,6 @@ func Run(cfg Config) (*Result, error) {
 	if len(med) > 0 {
 		res.printf("time to page (median of %d): %.1f s  [%s]", len(med), median(med), joinFloats(med, " s, ")+" s")
 	}
-	res.Lines = append(res.Lines, nodeSummary(cfg, res)...)
 	res.printf("checks:")
 	for _, c := range res.Checks {
 		st := "PASS"
@@ -198,5 +220,6 @@ func Run(cfg Config) (*Result, error) {
 		}
 		res.printf("  %s %s: %s", st, c.name, c.detail)
 	}
+	res.Lines = append(res.Lines, nodeSummary(cfg, res)...)
 	return res, nil
 }

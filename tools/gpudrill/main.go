@@ -36,6 +36,9 @@ import (
 )
 
 func main() {
+	if code, ok := nodeMain(os.Args[1:]); ok {
+		os.Exit(code) // the drill re-executed as a node's PID 1
+	}
 	var cfg Config
 	flag.StringVar(&cfg.Repo, "repo", ".", "fabric_exporter repository root (alerts/fabric-rules.yml, deploy/lab/prometheus.yml, deploy/alertmanager/alertmanager.yml)")
 	flag.StringVar(&cfg.Exporter, "exporter", "./fabric_exporter", "fabric_exporter binary (make build)")
@@ -55,15 +58,20 @@ func main() {
 	flag.IntVar(&cfg.WebhookPort, "port.webhook", 19094, "the drill's webhook receiver port")
 	flag.IntVar(&cfg.TorchPort, "port.torch", 19500, "torch.distributed rendezvous port")
 	flag.DurationVar(&cfg.PageTimeout, "page-timeout", 3*time.Minute, "how long to wait for a page")
-	flag.IntVar(&cfg.RASTrials, "ras-trials", 0, "two-node trials (a network namespace per rank, joined by a veth pair; root): kill rank 1 with SIGKILL, time to the NCCLRankMissing/NCCLAsyncError page")
+	flag.IntVar(&cfg.RASTrials, "ras-trials", 0, "two-node trials (a node per rank: its own network, PID and mount namespaces, the nodes joined by a veth pair; root): kill rank 1 with SIGKILL, time to the NCCLRankMissing/NCCLAsyncError page")
 	flag.DurationVar(&cfg.RASHealthy, "ras-healthy", 5*time.Minute, "how long the first kill trial's job runs healthy (nothing may page) before the kill")
 	flag.DurationVar(&cfg.RASStagger, "ras-stagger", 0, "kill trial i kills (i-1)×this later (with --ras-parallel: kills at different phases of the scrape, evaluation and RAS poll cycles)")
 	flag.BoolVar(&cfg.NoDebug, "nodebug", false, "two-node trial: NCCL on sockets with NCCL_DEBUG unset (no NCCL log), paged from RAS and /proc alone")
-	flag.BoolVar(&cfg.RASParallel, "ras-parallel", false, "run the two-node trials at the same time, each in its own pair of namespaces with its own stack")
-	nodeChild := flag.String("node-trial", "", "internal: run the two-node trial described by this file (the drill re-executed inside node 0's namespace)")
+	flag.BoolVar(&cfg.RASParallel, "ras-parallel", false, "run the two-node trials at the same time, each on its own pair of nodes with its own stacks")
+	flag.StringVar(&cfg.Shape, "shape", shapeContainer, "two-node trials: each rank in a container (container: PID and mount namespaces of its own, the rank PID 1 of it, inside its node's) or directly in its node's PID namespace (host)")
+	flag.BoolVar(&cfg.ContainerRDMA, "container-rdma", true, "--shape=container: /dev/infiniband visible in the ranks' containers (false: hidden under an empty tmpfs, as by a launcher that passes no RDMA devices)")
+	flag.BoolVar(&cfg.DestroyTrial, "destroy-trial", false, "two-node trial: rank 1 destroys its communicator of a second process group that rank 0 keeps (RAS: NOCOMM); NCCLRankMissing and NCCLAsyncError must not page")
+	flag.BoolVar(&cfg.NonblockingTrial, "nonblocking-trial", false, "two-node trial: TORCH_NCCL_USE_COMM_NONBLOCKING=1, RAS polled every 50 ms for ncclInProgress; nothing may page")
+	flag.BoolVar(&cfg.SelftestShape, "selftest-shape", false, "only the two-node plumbing: nodes and container-shaped ranks with sleep for ranks (no GPU, Python or NCCL), both shapes; root")
 	flag.Parse()
-	if *nodeChild != "" {
-		os.Exit(runNodeChild(*nodeChild))
+	if cfg.Shape != shapeContainer && cfg.Shape != shapeHost {
+		fmt.Fprintf(os.Stderr, "gpudrill: --shape=%q: container or host\n", cfg.Shape)
+		os.Exit(2)
 	}
 	cfg.Out = os.Stdout
 	os.Exit(run(cfg))
@@ -81,6 +89,12 @@ func run(cfg Config) int {
 	for _, b := range []*string{&cfg.Exporter, &cfg.Prometheus, &cfg.Alertmanager} {
 		p, err := exec.LookPath(*b)
 		if *b == "" || err != nil {
+			if cfg.SelftestShape {
+				// The plumbing alone, without the stack.
+				fmt.Fprintf(os.Stderr, "gpudrill: %q not found: the selftest runs without exporters, Prometheus and Alertmanager\n", *b)
+				cfg.Exporter, cfg.Prometheus, cfg.Alertmanager = "", "", ""
+				break
+			}
 			fmt.Fprintf(os.Stderr, "gpudrill: %q not found (--exporter, --prometheus, --alertmanager)\n", *b)
 			return 2
 		}

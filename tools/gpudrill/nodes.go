@@ -1,15 +1,14 @@
-// Two "nodes" on one machine: a network namespace per rank, joined by a
-// veth pair (10.77.0.1/24 and 10.77.0.2/24 on the pair only), made and
-// removed from Go through netlink (the lent GPU machine has no `ip`). A
-// process is started inside a namespace by re-executing the drill binary
-// with the namespace's descriptor: nsExec enters it on a locked thread and
-// execs the command (the exec'd program keeps the thread's namespace).
+// Two "nodes" on one machine, the network part: a network namespace per
+// node, joined by a veth pair (10.77.0.1/24 and 10.77.0.2/24 on the pair
+// only), made and removed from Go through netlink (the lent GPU machine
+// has no `ip`). The rest of a node (its PID, mount and UTS namespaces and
+// its first process) is nodeset.go's.
 //
-// The namespaces are held by file descriptors only (never bind-mounted
-// under /run/netns), so the kernel removes them once the drill and the
-// processes inside are gone, also when the drill is killed; teardown
-// deletes the pair and closes the descriptors at the end, on failure and
-// on SIGINT/SIGTERM.
+// The network namespaces are held by file descriptors only (never
+// bind-mounted under /run/netns), so the kernel removes them once the
+// drill and the processes inside are gone, also when the drill is killed;
+// teardown deletes the pair and closes the descriptors at the end, on
+// failure and on SIGINT/SIGTERM.
 
 package main
 
@@ -18,18 +17,13 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
-
-// nsFDEnv names the descriptor of the namespace nsExec enters.
-const nsFDEnv = "GPUDRILL_NETNS_FD"
 
 // The pair: interface names (NCCL_SOCKET_IFNAME=veth selects them by
 // prefix; they exist only inside the namespaces) and addresses.
@@ -49,9 +43,11 @@ type nodePair struct {
 // pair's ends and gives them their addresses. On error nothing is left.
 func newNodePair() (*nodePair, error) {
 	p := &nodePair{ns: [2]netns.NsHandle{netns.None(), netns.None()}}
-	// unshare(CLONE_NEWNET) moves the calling thread: do it on a thread
-	// of its own, locked and never unlocked, so that the runtime discards
-	// it afterwards whatever namespace it was left in.
+	// unshare(CLONE_NEWNET) moves the calling thread: do it on a locked
+	// thread of its own and move the thread back; unlock it only if that
+	// worked, so that the runtime discards it otherwise (except the main
+	// thread, which it parks for good: the move back keeps it out of the
+	// node's namespace).
 	type made struct {
 		h   netns.NsHandle
 		err error
@@ -60,7 +56,16 @@ func newNodePair() (*nodePair, error) {
 		ch := make(chan made, 1)
 		go func() {
 			runtime.LockOSThread()
+			orig, err := netns.Get()
+			if err != nil {
+				ch <- made{netns.None(), err}
+				return
+			}
+			defer orig.Close()
 			h, err := netns.New()
+			if netns.Set(orig) == nil {
+				runtime.UnlockOSThread()
+			}
 			ch <- made{h, err}
 		}()
 		m := <-ch
@@ -128,11 +133,15 @@ func (p *nodePair) file(i int) (*os.File, error) {
 	if !p.ns[i].IsOpen() {
 		return nil, fmt.Errorf("namespace %d is closed", i)
 	}
+	syscall.ForkLock.RLock() // no other trial's child inherits it
 	fd, err := syscall.Dup(int(p.ns[i]))
+	if err == nil {
+		syscall.CloseOnExec(fd)
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		return nil, err
 	}
-	syscall.CloseOnExec(fd)
 	return os.NewFile(uintptr(fd), fmt.Sprintf("netns%d", i)), nil
 }
 
@@ -163,59 +172,6 @@ func (p *nodePair) teardown() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// nsCommand is a command that runs cmd with args inside the namespace of
-// f: the drill binary re-executed with f as descriptor 3.
-func nsCommand(f *os.File, env []string, bin string, args ...string) (*exec.Cmd, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(self, append([]string{bin}, args...)...)
-	cmd.Env = append(withoutEnv(env, nsFDEnv), nsFDEnv+"=3")
-	cmd.ExtraFiles = []*os.File{f}
-	return cmd, nil
-}
-
-func withoutEnv(env []string, name string) []string {
-	out := make([]string, 0, len(env))
-	for _, e := range env {
-		if !strings.HasPrefix(e, name+"=") {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// nsExec is the re-executed drill's whole work when nsFDEnv is set: enter
-// the namespace of that descriptor and exec argv. It returns only on error.
-func nsExec(fdEnv string, argv, env []string) error {
-	fd, err := strconv.Atoi(fdEnv)
-	if err != nil || fd < 3 {
-		return fmt.Errorf("%s=%q: not an inherited descriptor", nsFDEnv, fdEnv)
-	}
-	if len(argv) == 0 {
-		return errors.New("no command to run in the namespace")
-	}
-	bin, err := exec.LookPath(argv[0])
-	if err != nil {
-		return err
-	}
-	runtime.LockOSThread() // never unlocked: the process execs from here
-	if err := netns.Set(netns.NsHandle(fd)); err != nil {
-		return fmt.Errorf("enter the network namespace (descriptor %d): %w", fd, err)
-	}
-	syscall.CloseOnExec(fd)
-	return syscall.Exec(bin, argv, withoutEnv(env, nsFDEnv))
-}
-
-func init() {
-	if v, ok := os.LookupEnv(nsFDEnv); ok {
-		err := nsExec(v, os.Args[1:], os.Environ())
-		fmt.Fprintln(os.Stderr, "gpudrill:", err)
-		os.Exit(2)
-	}
 }
 
 // nodeHasAddr reports whether this process's namespace has addr (the

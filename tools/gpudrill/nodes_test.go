@@ -2,12 +2,11 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,51 +15,59 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/ncclras"
-	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
-// TestMain lets the test binary be the child drill of the two-node trials
-// (runNodeChildOf re-executes the running binary with --node-trial).
+// TestMain lets the test binary be the nodes' drills of the two-node
+// trials (runNodesOf re-executes the running binary with --node-trial and
+// --node-agent).
 func TestMain(m *testing.M) {
-	for _, a := range os.Args[1:] {
-		if spec, ok := strings.CutPrefix(a, "--node-trial="); ok {
-			os.Exit(runNodeChild(spec))
-		}
+	if code, ok := nodeMain(os.Args[1:]); ok {
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
 
-// nsExec's refusals, none of which enters a namespace or execs.
+// nsExec's refusals, none of which mounts, enters a namespace or execs.
 func TestNsExecErrors(t *testing.T) {
 	f, err := os.CreateTemp(t.TempDir(), "not-a-netns")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	fd := f.Fd()
+	fd := int(f.Fd())
+	own := selfNS("mnt", "uts")
 	for _, c := range []struct {
-		name, env string
-		argv      []string
-		want      string
+		name string
+		s    nsSetup
+		argv []string
+		want string
 	}{
-		{"not a number", "x", []string{"sh"}, "not an inherited descriptor"},
-		{"stdio", "2", []string{"sh"}, "not an inherited descriptor"},
-		{"no command", "3", nil, "no command"},
-		{"unknown command", "3", []string{"gpudrill-no-such-command"}, "executable file not found"},
-		{"not a namespace", strconv.Itoa(int(fd)), []string{"sh"}, "enter the network namespace"},
+		{"stdio", nsSetup{NetFD: 2}, []string{"sh"}, "not an inherited descriptor"},
+		{"no command", nsSetup{NetFD: 3}, nil, "no command"},
+		{"unknown command", nsSetup{NetFD: 3}, []string{"gpudrill-no-such-command"}, "executable file not found"},
+		{"not a namespace", nsSetup{NetFD: fd}, []string{"sh"}, "enter the network namespace"},
+		{"proc in the starter's mount namespace", nsSetup{Proc: true, Parent: own}, []string{"sh"}, "not in a mnt namespace of its own"},
+		{"proc without the starter's", nsSetup{Proc: true}, []string{"sh"}, "not in a mnt namespace of its own"},
+		{"hide in the starter's mount namespace", nsSetup{Hide: []string{"/dev"}, Parent: own}, []string{"sh"}, "not in a mnt namespace of its own"},
+		{"hostname in the starter's UTS namespace", nsSetup{Hostname: "x", Parent: own}, []string{"sh"}, "not in a uts namespace of its own"},
+		{"proc but not PID 1", nsSetup{Proc: true, Parent: map[string]string{"mnt": "mnt:[0]"}}, []string{"sh"}, "needs PID 1"},
 	} {
+		b, _ := json.Marshal(c.s)
 		errc := make(chan error, 1)
 		// nsExec locks its thread: run it on a goroutine of its own.
-		go func() { errc <- nsExec(c.env, c.argv, os.Environ()) }()
+		go func() { errc <- nsExec(string(b), c.argv, os.Environ()) }()
 		if err := <-errc; err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
+	if err := nsExec("not json", []string{"sh"}, nil); err == nil || !strings.Contains(err.Error(), nsEnv) {
+		t.Errorf("bad setup: %v", err)
+	}
 }
 
 func TestWithoutEnv(t *testing.T) {
-	got := withoutEnv([]string{"A=1", nsFDEnv + "=3", nsFDEnv + "X=4", "B=2"}, nsFDEnv)
-	if strings.Join(got, " ") != "A=1 "+nsFDEnv+"X=4 B=2" {
+	got := withoutEnv([]string{"A=1", nsEnv + "=3", nsEnv + "X=4", "B=2"}, nsEnv)
+	if strings.Join(got, " ") != "A=1 "+nsEnv+"X=4 B=2" {
 		t.Errorf("%v", got)
 	}
 }
@@ -107,7 +114,7 @@ func TestNodePair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd, err := nsCommand(f, os.Environ(), "cat", "/proc/net/dev")
+	cmd, err := reexec(nsSetup{NetFD: 3}, []*os.File{f}, os.Environ(), "cat", "/proc/net/dev")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,26 +210,38 @@ func TestWaitPages(t *testing.T) {
 }
 
 func TestNodeSummary(t *testing.T) {
-	res := &Result{KillToPage: []time.Duration{41 * time.Second, 33500 * time.Millisecond, 50 * time.Second}, NodebugPage: 27300 * time.Millisecond}
+	res := &Result{KillToPage: []time.Duration{41 * time.Second, 33500 * time.Millisecond, 50 * time.Second},
+		FallbackPage: []time.Duration{27300 * time.Millisecond, 31 * time.Second, 50 * time.Second, 33 * time.Second},
+		Rows: []trialRow{
+			{Name: "kill1", Kind: "kill", Shape: shapeContainer, Ranks: [2]rankInfo{{Host: 7, Own: 1}, {Host: 3, Own: 1}}, FallbackPage: 27300 * time.Millisecond, KillPage: 41 * time.Second, Pass: 9},
+			{Name: "destroy", Kind: "destroy", Shape: shapeContainer, Pass: 6, Fail: 1},
+		}}
 	got := strings.Join(nodeSummary(Config{RASTrials: 3, NoDebug: true}, res), "\n")
-	want := "kill → page (median of 3): 41.0 s  [41.0 s, 33.5 s, 50.0 s]\nsocket fallback without NCCL logs (nodebug): paged, 27.3 s after RAS reported the two-node communicator"
+	want := `summary of the two-node trials:
+  kill → page (median of 3): 41.0 s  [41.0 s, 33.5 s, 50.0 s]
+  socket fallback without NCCL logs, RAS → NCCLSocketFallback (kernel) for rank 0's host pid (median of 4 of 2 trials): 32.0 s, within the 45 s target  [27.3 s, 31.0 s, 50.0 s, 33.0 s]
+  trial                shape     rank 0 host/own    rank 1 host/own    RAS→fallback   kill→page  checks
+  kill1                container 7/1                3/1                27.3 s         41.0 s     9/9 PASS
+  destroy              container -                  -                  -              -          6/7 FAIL`
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
-	got = strings.Join(nodeSummary(Config{RASTrials: 2, NoDebug: true}, &Result{}), "\n")
-	if got != "kill → page: no page in 2 trials\nsocket fallback without NCCL logs (nodebug): not paged" {
+	got = strings.Join(nodeSummary(Config{RASTrials: 2, NoDebug: true}, &Result{Rows: []trialRow{{Name: "kill1", Kind: "kill"}, {Name: "kill2", Kind: "kill"}}}), "\n")
+	if !strings.Contains(got, "kill → page: no page in 2 trials\n  socket fallback without NCCL logs: not paged in 2 trials\n") {
 		t.Error(got)
 	}
-	if len(nodeSummary(Config{}, res)) != 0 {
+	if len(nodeSummary(Config{}, &Result{KillToPage: res.KillToPage})) != 0 {
 		t.Error("summary without two-node trials")
 	}
 }
 
-// rasReady on recorded answers: the drill's own two-node capture on the
-// H200 (collector/fixtures/nccl-drill/ras) is ready for its pids and not
-// for others, not once rank 1 is killed; the earlier capture's ranks
-// shared one RAS address (one node) and are not.
-func TestRASReady(t *testing.T) {
+// jobComms on recorded answers: the drill's own two-node capture on the
+// H200 (collector/fixtures/nccl-drill/ras) holds the job for its ranks
+// (RAS address and pid) and not for others, not once rank 1 is killed;
+// the earlier capture's ranks shared one RAS address (one node) and are
+// not; container-shaped ranks are both pid 1, told apart by their nodes;
+// ncclInProgress passes only where allowed.
+func TestJobComms(t *testing.T) {
 	read := func(path string) *ncclras.Status {
 		b, err := os.ReadFile(filepath.Join(repo, path))
 		if err != nil {
@@ -234,97 +253,51 @@ func TestRASReady(t *testing.T) {
 		}
 		return st
 	}
+	ranks := func(p0, p1 int) [2]rasRank { return [2]rasRank{{"10.77.0.1", p0}, {"10.77.0.2", p1}} }
 	healthy := read("collector/fixtures/nccl-drill/ras/healthy.json")
-	c, ok := rasReady(healthy, [2]int{883, 885})
-	if !ok || c.Hash != "0xd0bcdba0f7e2d49a" || describeComm(c) != "communicator 0xd0bcdba0f7e2d49a, 2 ranks on 2 nodes (rank 0 pid 883 on 10.77.0.1, rank 1 pid 885 on 10.77.0.2)" {
-		t.Errorf("%v %s", ok, describeComm(c))
+	cs := jobComms(healthy, ranks(883, 885), false)
+	if len(cs) != 1 || cs[0].Hash != "0xd0bcdba0f7e2d49a" || describeComm(cs[0]) != "communicator 0xd0bcdba0f7e2d49a, 2 ranks on 2 nodes (rank 0 pid 883 on 10.77.0.1, rank 1 pid 885 on 10.77.0.2)" {
+		t.Errorf("%v", cs)
 	}
-	if _, ok := rasReady(healthy, [2]int{883, 700}); ok {
-		t.Error("ready with another process's pid")
+	if cs := jobComms(healthy, [2]rasRank{{"10.77.0.2", 883}, {"10.77.0.1", 885}}, false); len(cs) != 0 {
+		t.Error("the job with the ranks' nodes swapped")
 	}
-	if _, ok := rasReady(read("collector/fixtures/nccl-drill/ras/killed.json"), [2]int{883, 885}); ok {
-		t.Error("ready with a rank missing")
+	if len(jobComms(healthy, ranks(883, 700), false)) != 0 {
+		t.Error("the job with another process's pid")
 	}
-	if _, ok := rasReady(read("internal/ncclras/testdata/2.28.9-json-healthy.txt"), [2]int{658, 659}); ok {
-		t.Error("ready on one node")
+	if len(jobComms(read("collector/fixtures/nccl-drill/ras/killed.json"), ranks(883, 885), false)) != 0 {
+		t.Error("the job with a rank missing")
 	}
-	if _, ok := rasReady(nil, [2]int{883, 885}); ok {
-		t.Error("ready on no answer")
+	if len(jobComms(read("internal/ncclras/testdata/2.28.9-json-healthy.txt"), [2]rasRank{{"10.77.0.1", 658}, {"10.77.0.1", 659}}, false)) != 0 {
+		t.Error("the job on one node")
+	}
+	if len(jobComms(nil, ranks(883, 885), false)) != 0 {
+		t.Error("the job in no answer")
+	}
+	ctr := &ncclras.Status{Communicators: []ncclras.Communicator{{Hash: "0x1", Size: 2, Nodes: 2, Ranks: []ncclras.Rank{
+		{Rank: 0, Host: "10.77.0.1", PID: 1}, {Rank: 1, Host: "10.77.0.2", PID: 1, AsyncError: ncclInProgress}}}}}
+	if len(jobComms(ctr, ranks(1, 1), false)) != 0 || len(jobComms(ctr, ranks(1, 1), true)) != 1 {
+		t.Error("container-shaped ranks, async error 7")
+	}
+	if i7, a7 := inProgressIn(ctr); i7 || !a7 {
+		t.Errorf("inProgressIn %v %v", i7, a7)
+	}
+	ctr.Communicators[0].Ranks[1].InitState = ncclInProgress
+	if len(jobComms(ctr, ranks(1, 1), true)) != 0 {
+		t.Error("a rank in init is not the job running")
 	}
 }
 
-// TestNodeTrials runs the two-node trials end to end where the test may
-// make network namespaces (root): the real exporter, Prometheus and
-// Alertmanager inside node 0, and testdata/fakerank.py in place of
-// PyTorch (a RAS service that answers like NCCL's and loses rank 1 when
-// it is killed). Two kill trials at once, 2 s intervals.
-func TestNodeTrials(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	pairOrSkip(t).teardown()
-	prom := testenv.Tool(t, "prometheus")
-	am := testenv.Tool(t, "prometheus-alertmanager", "alertmanager")
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
-	tmp := t.TempDir()
-	exporter := filepath.Join(tmp, "fabric_exporter")
-	if out, err := exec.Command("go", "build", "-o", exporter, "../../cmd/fabric_exporter").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	fake, _ := filepath.Abs("testdata/fakerank.py")
-	wrapper := filepath.Join(tmp, "python")
-	os.WriteFile(wrapper, []byte("#!/bin/sh\nexec "+py+" "+fake+" \"$@\"\n"), 0o755)
-	cfg := Config{Repo: repo, Exporter: exporter, Prometheus: prom, Alertmanager: am, Python: wrapper, WorkDir: filepath.Join(tmp, "work"),
-		RASTrials: 2, RASHealthy: 3 * time.Second, RASStagger: time.Second, RASParallel: true, NoDebug: true,
-		ExporterPort: freePort(t), PrometheusPort: freePort(t), AlertmanagerPort: freePort(t), WebhookPort: freePort(t), TorchPort: freePort(t),
-		PageTimeout: 90 * time.Second, ScrapeInterval: "2s", EvalInterval: "2s"}
-	res, err := Run(cfg)
-	if res != nil {
-		t.Logf("report:\n%s", strings.Join(res.Lines, "\n"))
-		for _, c := range res.Checks {
-			t.Logf("%v %s: %s", c.ok, c.name, c.detail)
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Failed() {
-		t.Fatal("two-node trials failed")
-	}
-	var names []string
-	for _, c := range res.Checks {
-		names = append(names, c.name)
-	}
-	want := []string{"RAS reports both ranks on two nodes", "the exporter reports the communicator on 2 nodes", "nothing pages on the healthy job",
-		"the killed rank paged", "NCCLRankMissing names the killed rank", "NCCLAsyncError names the survivor"}
-	var all []string
-	for _, k := range []string{"kill1", "kill2"} {
-		for _, w := range want {
-			all = append(all, k+": "+w)
-		}
-	}
-	for _, w := range []string{"RAS reports both ranks on two nodes", "the exporter reports the communicator on 2 nodes",
-		"NCCLSocketFallback paged without NCCL logs", "nothing else pages", "no NCCL log"} {
-		all = append(all, "nodebug: "+w)
-	}
-	if strings.Join(names, "\n") != strings.Join(all, "\n") {
-		t.Errorf("checks:\n%s\nwant:\n%s", strings.Join(names, "\n"), strings.Join(all, "\n"))
-	}
-	if len(res.KillToPage) != 2 || res.NodebugPage <= 0 {
-		t.Errorf("kill → page %v, nodebug page %v", res.KillToPage, res.NodebugPage)
-	}
-	// RAS's answers as written, healthy and after the kill.
-	for what, missing := range map[string]int{"healthy": 0, "killed": 1} {
-		b, err := os.ReadFile(filepath.Join(cfg.WorkDir, "kill1", "ras-"+what+".json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := ncclras.ParseJSON(b)
-		if err != nil || len(st.Communicators) != 1 || st.Communicators[0].Nodes != 2 || st.Communicators[0].MissingCount != missing {
-			t.Errorf("ras-%s.json: %v %+v", what, err, st)
+func TestHasHostPid(t *testing.T) {
+	for text, want := range map[string]bool{
+		"process 1 (host pid 4711) on drill-node-1": true,
+		"host pid 47110":   false,
+		"ghost pid 4711":   false,
+		"host pid 4711.":   true,
+		"the host pid 471": false,
+	} {
+		if hasHostPid(text, 4711) != want {
+			t.Errorf("%q: %v", text, !want)
 		}
 	}
 }

@@ -22,16 +22,17 @@ import (
 	"github.com/fabric-exporter/fabric_exporter/internal/promapi"
 )
 
-// exporterCost reports the exporter's CPU per scrape from since to now and
-// what the nccl-ras collector's queries took.
+// exporterCost reports node 0's exporter's CPU per scrape from since to
+// now and what its nccl-ras collector's queries took.
 func exporterCost(cfg Config, res *Result, name string, st *stack, cpu0 float64, since time.Time) {
+	sel := fmt.Sprintf(`instance=%q`, nodeName(0))
 	cpu1, rss, _, err := procStat(st.exporter.cmd.Process.Pid)
 	win := time.Since(since)
 	w := int(win.Seconds())
 	if err != nil || w < 1 {
 		return
 	}
-	sc, _ := query(cfg.PrometheusPort, fmt.Sprintf(`count_over_time(up{job="fabric"}[%ds])`, w))
+	sc, _ := query(cfg.PrometheusPort, fmt.Sprintf(`count_over_time(up{job="fabric",%s}[%ds])`, sel, w))
 	scrapes := 0.0
 	if len(sc) == 1 {
 		scrapes = sc[0].Value
@@ -43,8 +44,8 @@ func exporterCost(cfg Config, res *Result, name string, st *stack, cpu0 float64,
 	res.printf("%s, RSS %.1f MiB", line, float64(rss)/(1<<20))
 	var parts []string
 	for _, q := range []struct{ label, expr string }{
-		{"fabric_nccl_ras_query_duration_seconds", "fabric_nccl_ras_query_duration_seconds"},
-		{`fabric_scrape_collector_duration_seconds{collector="nccl-ras"}`, `fabric_scrape_collector_duration_seconds{collector="nccl-ras"}`},
+		{"fabric_nccl_ras_query_duration_seconds", "fabric_nccl_ras_query_duration_seconds{" + sel + "}"},
+		{`fabric_scrape_collector_duration_seconds{collector="nccl-ras"}`, `fabric_scrape_collector_duration_seconds{collector="nccl-ras",` + sel + "}"},
 	} {
 		var mm []string
 		for _, f := range []string{"min", "avg", "max"} {
@@ -79,15 +80,24 @@ func rasClientCost(addr string, n int) (wall, cpu time.Duration, done int, err e
 	return time.Duration(median(walls)), used, n, nil
 }
 
+// rasCmds are the commands before STATUS: the protocol, RAS's own
+// gathering timeout and, for JSON, the format.
+func rasCmds(json bool) []string {
+	cmds := []string{"CLIENT PROTOCOL " + strconv.Itoa(ncclras.ClientProtocol), "TIMEOUT 5"}
+	if json {
+		cmds = append(cmds, "SET FORMAT json")
+	}
+	return cmds
+}
+
 // saveRAS keeps RAS's answers as it wrote them (JSON and text STATUS) in
-// dir/ras-<what>.json and .txt, with the exchange before the answer.
+// dir/ras-<what>.json and .txt.
 func saveRAS(addr, dir, what string) {
-	for _, f := range []struct{ ext, set string }{{"json", "SET FORMAT json"}, {"txt", ""}} {
-		cmds := []string{"CLIENT PROTOCOL " + strconv.Itoa(ncclras.ClientProtocol), "TIMEOUT 5"}
-		if f.set != "" {
-			cmds = append(cmds, f.set)
-		}
-		if b, err := rawRAS(addr, cmds, 10*time.Second); err == nil {
+	for _, f := range []struct {
+		ext  string
+		json bool
+	}{{"json", true}, {"txt", false}} {
+		if b, err := rawRAS(addr, rasCmds(f.json), 10*time.Second); err == nil {
 			os.WriteFile(filepath.Join(dir, "ras-"+what+"."+f.ext), b, 0o644)
 		}
 	}
@@ -134,13 +144,14 @@ func nclLines(dir string) int {
 	return n
 }
 
+// valuesByPid lists samples by node and pid.
 func valuesByPid(ss []promapi.Sample) string {
 	if len(ss) == 0 {
 		return "(none)"
 	}
 	var out []string
 	for _, s := range ss {
-		out = append(out, fmt.Sprintf("pid %s: %g", s.Metric["pid"], s.Value))
+		out = append(out, fmt.Sprintf("%s pid %s: %g", s.Metric["instance"], s.Metric["pid"], s.Value))
 	}
 	sort.Strings(out)
 	return strings.Join(out, ", ")

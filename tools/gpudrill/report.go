@@ -37,9 +37,14 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// saveScrape keeps the exporter's last scrape of a trial.
-func saveScrape(cfg Config, path string) {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", cfg.ExporterPort))
+// exporterURL is the metrics URL of the trial's (node 0's) exporter.
+func exporterURL(cfg Config) string {
+	return fmt.Sprintf("http://127.0.0.1:%d/metrics", cfg.ExporterPort)
+}
+
+// saveScrape keeps an exporter's last scrape of a trial.
+func saveScrape(u, path string) {
+	resp, err := http.Get(u)
 	if err != nil {
 		return
 	}

@@ -42,14 +42,17 @@ func startProc(name, logPath string, env []string, bin string, args ...string) (
 }
 
 // startCmd starts a prepared command (its output to logPath) in its own
-// process group.
+// process group (its SysProcAttr kept otherwise).
 func startCmd(name, logPath string, cmd *exec.Cmd) (*proc, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -290,22 +293,43 @@ func (s *stack) stop() {
 	}
 }
 
-func startStack(cfg Config, sh shipped, dir, gpuFixture, inspectorDir string, extra ...string) (*stack, error) {
+// stackOpts is what a trial's stack has beyond the exporter's defaults.
+type stackOpts struct {
+	gpuFixture   string // --collector.gpu.fixture
+	inspectorDir string // --collector.nccl-inspector.dump-dir: the ranks' NCCL_INSPECTOR_DUMP_DIR
+	exporterArgs []string
+	instance     string       // the exporter's instance label ("": the hostname)
+	more         []promTarget // other exporters Prometheus scrapes (another node's)
+}
+
+// exporterArgs are a drill exporter's flags: listening on listen,
+// following the NCCL logs in dir/nccl, selecting the ranks by command line.
+func exporterArgs(cfg Config, listen, dir string, extra ...string) []string {
+	sel := cfg.RankCmdline
+	if sel == "" {
+		sel = `allreduce\.py`
+	}
+	return append([]string{"--web.listen-address=" + listen,
+		"--collector.nccl.log-path=" + filepath.Join(dir, "nccl", "*.log"),
+		"--collector.process.cmdline=" + sel}, extra...)
+}
+
+func startStack(cfg Config, sh shipped, dir string, o stackOpts) (*stack, error) {
 	s := &stack{}
 	var err error
-	instance, _ := os.Hostname()
-	args := []string{"--web.listen-address=127.0.0.1:" + strconv.Itoa(cfg.ExporterPort),
-		"--collector.nccl.log-path=" + filepath.Join(dir, "nccl", "*.log"),
-		`--collector.process.cmdline=allreduce\.py`}
-	if gpuFixture != "" {
-		args = append(args, "--collector.gpu.fixture="+gpuFixture)
+	if o.instance == "" {
+		o.instance, _ = os.Hostname()
 	}
-	if inspectorDir != "" {
-		// The directory the ranks' NCCL_INSPECTOR_DUMP_DIR points to.
-		args = append(args, "--collector.nccl-inspector.dump-dir="+inspectorDir)
+	listen := "127.0.0.1:" + strconv.Itoa(cfg.ExporterPort)
+	var extra []string
+	if o.gpuFixture != "" {
+		extra = append(extra, "--collector.gpu.fixture="+o.gpuFixture)
 	}
-	args = append(args, extra...)
-	if s.exporter, err = startProc("fabric_exporter", filepath.Join(dir, "exporter.log"), os.Environ(), cfg.Exporter, args...); err != nil {
+	if o.inspectorDir != "" {
+		extra = append(extra, "--collector.nccl-inspector.dump-dir="+o.inspectorDir)
+	}
+	extra = append(extra, o.exporterArgs...)
+	if s.exporter, err = startProc("fabric_exporter", filepath.Join(dir, "exporter.log"), os.Environ(), cfg.Exporter, exporterArgs(cfg, listen, dir, extra...)...); err != nil {
 		return s, err
 	}
 	if s.hook, err = startWebhook(cfg.WebhookPort); err != nil {
@@ -322,7 +346,8 @@ func startStack(cfg Config, sh shipped, dir, gpuFixture, inspectorDir string, ex
 	}
 	rules, _ := filepath.Abs(filepath.Join(cfg.Repo, "alerts/fabric-rules.yml"))
 	promCfg := filepath.Join(dir, "prometheus.yml")
-	if err := writePrometheusConfig(promCfg, rules, cfg.ScrapeInterval, cfg.EvalInterval, cfg.AlertmanagerPort, cfg.ExporterPort, instance); err != nil {
+	targets := append([]promTarget{{listen, o.instance}}, o.more...)
+	if err := writePrometheusConfig(promCfg, rules, cfg.ScrapeInterval, cfg.EvalInterval, cfg.AlertmanagerPort, targets); err != nil {
 		return s, err
 	}
 	if s.prom, err = startProc("prometheus", filepath.Join(dir, "prometheus.log"), os.Environ(), cfg.Prometheus,
@@ -333,7 +358,7 @@ func startStack(cfg Config, sh shipped, dir, gpuFixture, inspectorDir string, ex
 	for _, w := range []struct {
 		u string
 		p *proc
-	}{{fmt.Sprintf("http://127.0.0.1:%d/metrics", cfg.ExporterPort), s.exporter},
+	}{{"http://" + listen + "/metrics", s.exporter},
 		{fmt.Sprintf("http://127.0.0.1:%d/-/ready", cfg.AlertmanagerPort), s.am},
 		{fmt.Sprintf("http://127.0.0.1:%d/-/ready", cfg.PrometheusPort), s.prom}} {
 		if err := waitReady(w.u, 60*time.Second, w.p); err != nil {

@@ -33,7 +33,7 @@ func runTrial(cfg Config, sh shipped, res *Result, name, kind, inspector string)
 			return err
 		}
 	}
-	st, err := startStack(cfg, sh, dir, gpuFixture, inspDir)
+	st, err := startStack(cfg, sh, dir, stackOpts{gpuFixture: gpuFixture, inspectorDir: inspDir})
 	defer st.stop()
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
@@ -152,7 +152,7 @@ func runTrial(cfg Config, sh shipped, res *Result, name, kind, inspector string)
 		writeGPUFixture(cfg, dir, ranks)
 	}
 	writeNotifications(st.hook, filepath.Join(dir, "webhook.jsonl"))
-	saveScrape(cfg, filepath.Join(dir, "metrics.prom"))
+	saveScrape(exporterURL(cfg), filepath.Join(dir, "metrics.prom"))
 	return nil
 }
 
