@@ -14,9 +14,10 @@ import (
 // Ranks and their processes. Each poll joins the ranks of this node to the
 // host processes of the process table (procwatch.Snapshot.JoinRank: the
 // rank's own pid and its RAS address against each process's NSpid and
-// network namespace; unique or none). A join is kept while RAS lists the
-// rank, alive or missing, and joinKeep after, so that a dead rank is still
-// named by the node it ran on. A new join nudges the process table to
+// network namespace; unique or none). A join is kept, and reported, while
+// RAS lists the rank, alive or missing, and joinKeep after (also when the
+// node's own RAS went with the rank), so that a dead rank is still named by
+// the node it ran on. A new join nudges the process table to
 // re-read the process's fds and queue pairs: the verbs-fd count of a rank
 // is exported only when it was read after this exporter first saw the rank
 // in its communicator (NCCL opens its RDMA devices before it registers the
@@ -218,12 +219,17 @@ func (e *rasExport) processes() {
 	now := c.now()
 	var nudge []int
 	for k, j := range c.joins {
-		if !j.lastSeen.Equal(c.polledAt) || !e.comms[k.comm] {
-			continue
+		listed := j.lastSeen.Equal(c.polledAt)
+		if listed && !e.comms[k.comm] {
+			continue // a communicator over max-communicators
 		}
+		// A join whose rank this node's RAS no longer lists (its process
+		// was the last of the communicator here: the node's RAS went with
+		// it) is still reported until joinKeep: the other nodes report the
+		// rank missing, and only this node knows which process it was.
 		l := []string{k.comm, strconv.Itoa(k.rank), rasHost(j.host), rasPID(j.pid), strconv.Itoa(j.hostPID)}
 		b.AddWith(c.rankProcF, 1, append(l, j.by, j.container, j.podUID)...)
-		if j.missingListed || table == nil {
+		if !listed || j.missingListed || table == nil {
 			continue
 		}
 		p := table.Process(j.hostPID, j.start)
