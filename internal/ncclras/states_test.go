@@ -1,7 +1,9 @@
 package ncclras
 
 import (
+	"os"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -123,5 +125,97 @@ func TestParseStates(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestParseLiveStates: the same states as NCCL 2.28.9 answered them on the
+// lent H200 in the drill's container-shaped two-node trials (2026-12-03,
+// collector/fixtures/nccl-drill/report-ras-container.txt): a rank that
+// destroyed a second group's communicator while the other keeps it
+// (NOCOMM, JSON and text), a non-blocking job in flight (in progress at
+// init and in a group call), a killed rank of a container.
+func TestParseLiveStates(t *testing.T) {
+	load := func(file string) *Status {
+		t.Helper()
+		b, err := os.ReadFile("testdata/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st *Status
+		if strings.Contains(file, "-json-") {
+			st, err = ParseJSON(b)
+		} else {
+			st, err = ParseText(b)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		return st
+	}
+	type want struct {
+		missing, nocomm             int
+		incomplete, error, mismatch bool
+		failed                      bool // any rank Failed()
+	}
+	judge := func(file string, c *Communicator, w want) {
+		t.Helper()
+		failed := false
+		for _, r := range c.Ranks {
+			failed = failed || r.Failed()
+		}
+		got := want{c.MissingCount, c.NoCommCount, c.Incomplete, c.Error, c.Mismatch, failed}
+		if got != w {
+			t.Errorf("%s %s: %+v, want %+v", file, c.Hash, got, w)
+		}
+	}
+	// NOCOMM: the world communicator complete, the second one with rank 1
+	// answering without it.
+	for _, f := range []string{"2.28.9-json-live-nocomm.txt", "2.28.9-text-live-nocomm.txt"} {
+		st := load(f)
+		var found bool
+		for i := range st.Communicators {
+			c := &st.Communicators[i]
+			if c.Mismatch {
+				found = true
+				w := want{mismatch: true, nocomm: 1}
+				if st.Format == "json" {
+					if len(c.Missing) != 1 || !c.Missing[0].NoComm || c.Missing[0].Rank != 1 || c.Missing[0].PID != 1 {
+						t.Errorf("%s: missing %+v, want rank 1 (pid 1) NOCOMM", f, c.Missing)
+					}
+				}
+				judge(f, c, w)
+			} else if st.Format == "json" {
+				judge(f, c, want{})
+			}
+		}
+		if !found {
+			t.Errorf("%s: no communicator with the NOCOMM mismatch", f)
+		}
+	}
+	// In progress is no error, at init (both ranks initializing) and in a
+	// group call.
+	st := load("2.28.9-json-live-inprogress-init.txt")
+	for _, r := range st.Communicators[0].Ranks {
+		if r.InitState != InProgress || r.State() != StateInit || r.Failed() {
+			t.Errorf("in progress at init: rank %d init %d state %s failed %v", r.Rank, r.InitState, r.State(), r.Failed())
+		}
+	}
+	judge("inprogress-init", &st.Communicators[0], want{})
+	st = load("2.28.9-json-live-inprogress-async.txt")
+	for _, r := range st.Communicators[0].Ranks {
+		if r.AsyncError != InProgress || r.State() != StateRunning || r.Failed() {
+			t.Errorf("in progress in a group call: rank %d async %d state %s failed %v", r.Rank, r.AsyncError, r.State(), r.Failed())
+		}
+	}
+	// Busy: the ranks had launched 198 and 196 all-reduces at that
+	// instant, so RAS's MISMATCH; no ERROR.
+	judge("inprogress-async", &st.Communicators[0], want{mismatch: true})
+	// A killed container rank: missing (pid 1, its own), the survivor's
+	// remote error.
+	st = load("2.28.9-json-live-container-killed.txt")
+	c := &st.Communicators[0]
+	judge("container-killed", c, want{missing: 1, incomplete: true, error: true, failed: true})
+	if len(c.Missing) != 1 || c.Missing[0].PID != 1 || c.Missing[0].NoComm || c.Missing[0].Host != "10.77.0.2" {
+		t.Errorf("container-killed: missing %+v", c.Missing)
 	}
 }
