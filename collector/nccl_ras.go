@@ -317,7 +317,12 @@ func (c *ncclRASCollector) pollOnce(ctx context.Context) {
 	wg.Wait()
 	addrs := make([]string, 0, len(targets))
 	for i, a := range answers {
-		addrs = append(addrs, targets[i].Addr)
+		t := targets[i]
+		if t.NetNS != 0 {
+			addrs = append(addrs, t.Addr+" (netns "+strconv.FormatUint(t.NetNS, 10)+")")
+		} else {
+			addrs = append(addrs, t.Addr)
+		}
 		if a.err != nil && a.t.Enter > 0 && gone(a.err) {
 			continue // the process (or a fixture's namespace) is gone
 		}
