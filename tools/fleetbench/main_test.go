@@ -202,7 +202,7 @@ func TestRecordPasses(t *testing.T) {
 	}
 	promtool := testenv.Tool(t, "promtool")
 	passOf := map[string]int{}
-	var exprs [][]string
+	var exprs [][][2]string // per pass: record name, expression
 	for i, p := range passes {
 		if strings.Contains(string(p), "alert:") {
 			t.Errorf("pass %d holds an alert", i)
@@ -211,14 +211,14 @@ func TestRecordPasses(t *testing.T) {
 		if err := yaml.Unmarshal(p, &doc); err != nil {
 			t.Fatal(err)
 		}
-		var es []string
+		var es [][2]string
 		for _, g := range doc.Groups {
 			for _, r := range g.Rules {
 				if _, dup := passOf[r.Record]; dup {
 					t.Errorf("%s in two passes", r.Record)
 				}
 				passOf[r.Record] = i
-				es = append(es, r.Expr)
+				es = append(es, [2]string{r.Record, r.Expr})
 			}
 		}
 		exprs = append(exprs, es)
@@ -231,10 +231,15 @@ func TestRecordPasses(t *testing.T) {
 	if len(passOf) != records {
 		t.Errorf("%d records in the passes, %d in the file", len(passOf), records)
 	}
+	// A record may read its own earlier samples (the latched causes of
+	// alerts/rules.yml.tmpl). promtool's backfill evaluates each rule with
+	// one range query over the history, so there it sees none of its own
+	// samples and holds the current cause at each step; the long view draws
+	// the dashboards, which read no latch.
 	for i, es := range exprs {
 		for _, e := range es {
 			for r, pr := range passOf {
-				if refersTo(e, r) && pr >= i {
+				if r != e[0] && refersTo(e[1], r) && pr >= i {
 					t.Errorf("a record of pass %d reads %s of pass %d", i, r, pr)
 				}
 			}
