@@ -230,6 +230,13 @@ func (c *processCollector) export(b *exposition.Batch) error {
 	if snap.QP.Tried {
 		b.Add(f.qpAvail, b2f(snap.QP.OK))
 	}
+	for i := range snap.QPOwners {
+		o := &snap.QPOwners[i]
+		pid := strconv.Itoa(o.PID)
+		for _, n := range o.Counts {
+			b.AddWith(f.qpOwners, float64(n.N), pid, o.Comm, n.Device, n.State, o.Container.ID, o.Container.PodUID)
+		}
+	}
 	return nil
 }
 

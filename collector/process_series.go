@@ -17,7 +17,7 @@ import (
 type processFamilies struct {
 	selected, candidates, qpAvail                                                                 *exposition.Series
 	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, reqFam, verbsOpen *exposition.Family
-	container, causeFam, errors, verbsFDs, qps, hostNS, namespace                                 *exposition.Family
+	container, causeFam, errors, verbsFDs, qps, hostNS, namespace, qpOwners                       *exposition.Family
 }
 
 func newProcessFamilies(r *exposition.Registry) processFamilies {
@@ -71,6 +71,9 @@ func newProcessFamilies(r *exposition.Registry) processFamilies {
 		namespace: r.NewFamily("fabric_process_namespace_info",
 			"The process's namespaces as NCCL's RAS service sees them: own_pid is the PID it knows itself by (the innermost PID of NSpid: getpid() inside its PID namespace, the pid RAS reports), net_ns its network namespace (the inode of /proc/PID/ns/net; processes with the same value share a network). Absent while unread.",
 			g, "pid", "comm", "own_pid", "net_ns"),
+		qpOwners: r.NewFamily("fabric_rdma_owner_queue_pairs",
+			"User queue pairs by owning process, RDMA device and state (enum ib_qp_state: reset, init, rtr, rts, sqd, sqe, err; only states it has), for every process that owns any — serving process or not (KV-cache transfer engines, NVSHMEM …) — with its container and pod (container_id, pod_uid from /proc/PID/cgroup; empty outside one). From the RDMA netlink listing (every --collector.process.numa-maps-interval; the kernel names the creating thread, counted for its process); at most 256 processes, the lowest PIDs. Queue pairs in err stay there until their owner destroys them: a rank whose QPs are in err sends nothing on them while its counters stand still. Absent when fabric_process_rdma_netlink_available is 0.",
+			g, "pid", "comm", "device", "state", "container_id", "pod_uid"),
 		qpAvail: r.NewFamily("fabric_process_rdma_netlink_available",
 			"1 if the last RDMA netlink queue-pair listing succeeded and its PIDs are those of --path.procfs, else 0 (no RDMA netlink or device, refused, or the exporter not in the PID namespace of --path.procfs; the reason is logged once): fabric_process_rdma_queue_pairs is absent then. Absent before the process collector selected a process.",
 			g).With(),

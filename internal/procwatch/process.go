@@ -25,6 +25,9 @@ type Snapshot struct {
 	RailDevices    []RailDevice
 	VisibleDevices []string
 	QP             QPState
+	// QPOwners are the processes that own user queue pairs in the last
+	// listing (selected or not), by PID, at most 256.
+	QPOwners []QPOwner
 	// SelfNetNS is the exporter's own network namespace (0: unknown).
 	SelfNetNS uint64
 }

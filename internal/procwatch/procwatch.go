@@ -272,6 +272,7 @@ func (w *Watcher) Refresh(ctx context.Context) {
 	w.netnsGC()
 	snap.Self = w.self
 	snap.QP = w.qpState()
+	snap.QPOwners = w.qpOwners()
 	snap.SelfNetNS = w.selfNS
 	w.snap.Store(snap)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -55,12 +56,18 @@ func TestQueuePairsPerThreadGroup(t *testing.T) {
 	tr.proc(100, 100, "serve")
 	tr.proc(107, 100, "serve")            // the proxy thread, /proc/107 as it opens
 	tr.proc(200, 200, "serve --exporter") // the exporter: never selected
+	tr.proc(300, 300, "kv-transfer")      // not selected: a KV-cache transfer engine in a pod
+	os.WriteFile(filepath.Join(tr.dir, "300", "cgroup"), []byte("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod2b7e9d40_51c3_4f8a_b6e2_7c9d0a1b3e4f.slice/cri-containerd-b7813833eb092b66317b20e88d6d7b56cac5643cf1ac9aa8aa70812711bde274.scope\n"), 0o644)
 	os.Symlink("200", filepath.Join(tr.dir, "self"))
 	qp := func(dev string, pid uint32) rdmanl.QP {
 		return rdmanl.QP{Device: dev, Type: 2, State: 3, PID: pid, HasPID: true}
 	}
+	errQP := func(dev string, pid uint32) rdmanl.QP {
+		return rdmanl.QP{Device: dev, Type: 2, State: 6, PID: pid, HasPID: true}
+	}
 	src := &fakeQPs{rdmanl.Listing{Devices: []rdmanl.Device{{Name: "mlx5_0"}, {Name: "mlx5_3"}},
 		QPs: []rdmanl.QP{qp("mlx5_0", 107), qp("mlx5_0", 107), qp("mlx5_3", 107), qp("mlx5_3", 100), qp("mlx5_0", 200),
+			errQP("mlx5_3", 300), errQP("mlx5_3", 300), qp("mlx5_3", 300), errQP("mlx5_0", 999),
 			{Device: "mlx5_0", Type: 1, State: 3, KernName: "ib_core"}}}}
 	w := New(Options{Procfs: tr.dir, Cmdline: regexp.MustCompile(`^serve`), Max: 8}, Sources{QPs: src})
 	w.IO.Getpid = func() int { return 200 }
@@ -73,6 +80,30 @@ func TestQueuePairsPerThreadGroup(t *testing.T) {
 	want := []DevCount{{"mlx5_0", 2}, {"mlx5_3", 2}}
 	if len(p.QPs) != 2 || p.QPs[0] != want[0] || p.QPs[1] != want[1] {
 		t.Errorf("queue pairs %v, want %v", p.QPs, want)
+	}
+	// Every owner by state, selected or not, named with its container; the
+	// exporter's own (200) too; 999 exited before it could be named.
+	got := map[int][]QPCount{}
+	conts := map[int]string{}
+	for _, o := range s.QPOwners {
+		got[o.PID] = o.Counts
+		conts[o.PID] = o.Comm + "/" + o.Container.PodUID
+	}
+	wantOwners := map[int][]QPCount{
+		100: {{"mlx5_0", "rts", 2}, {"mlx5_3", "rts", 2}},
+		200: {{"mlx5_0", "rts", 1}},
+		300: {{"mlx5_3", "err", 2}, {"mlx5_3", "rts", 1}},
+	}
+	if len(got) != len(wantOwners) {
+		t.Errorf("owners %v, want %v", got, wantOwners)
+	}
+	for pid, w := range wantOwners {
+		if !slices.Equal(got[pid], w) {
+			t.Errorf("owner %d: %v, want %v", pid, got[pid], w)
+		}
+	}
+	if conts[300] != "python3/2b7e9d40-51c3-4f8a-b6e2-7c9d0a1b3e4f" {
+		t.Errorf("owner 300 named %q", conts[300])
 	}
 }
 

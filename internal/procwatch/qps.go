@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/proc"
@@ -31,8 +32,46 @@ import (
 // QPState says why.
 
 // maxOwners bounds the distinct owners of one listing that are mapped to
-// their process.
-const maxOwners = 4096
+// their process; maxOwnerProcs the processes reported as QP owners
+// (Snapshot.QPOwners), the lowest PIDs first.
+const (
+	maxOwners     = 4096
+	maxOwnerProcs = 256
+)
+
+// QPOwner is a process that owns user queue pairs, selected or not (an
+// NCCL rank, a KV-cache transfer engine, NVSHMEM …): its queue pairs by
+// device and state, and what names it.
+type QPOwner struct {
+	PID         int
+	Comm        string
+	InContainer bool
+	Container   proc.Container
+	Counts      []QPCount // by device, then state
+}
+
+// QPCount is the number of a process's queue pairs on one device in one
+// state (enum ib_qp_state, lower case: reset, init, rtr, rts, sqd, sqe,
+// err).
+type QPCount struct {
+	Device, State string
+	N             int
+}
+
+type qpStateKey struct {
+	pid    int
+	device string
+	state  uint8
+}
+
+// ownerInfo is what names an owner that is not a selected process, read
+// once per listing.
+type ownerInfo struct {
+	comm       string
+	cont       proc.Container
+	inCont     bool
+	unreadable bool
+}
 
 // QPState is the state of the last listing.
 type QPState struct {
@@ -51,14 +90,16 @@ type qpKey struct {
 }
 
 type qps struct {
-	src   rdmanl.Source
-	state QPState
-	count map[qpKey]int
-	tgid  map[uint32]int // the owners of the last listing -> their process
+	src    rdmanl.Source
+	state  QPState
+	count  map[qpKey]int
+	tgid   map[uint32]int // the owners of the last listing -> their process
+	states map[qpStateKey]int
+	owners []QPOwner // the last listing's, sorted by PID
 }
 
 func newQPs(src rdmanl.Source) qps {
-	return qps{src: src, count: map[qpKey]int{}, tgid: map[uint32]int{}}
+	return qps{src: src, count: map[qpKey]int{}, tgid: map[uint32]int{}, states: map[qpStateKey]int{}}
 }
 
 // refreshQPs lists the queue pairs if the last listing is older than every
@@ -96,14 +137,88 @@ func (q *qps) refreshQPs(ctx context.Context, now time.Time, every time.Duration
 	q.state.Devices = slices.Compact(q.state.Devices)
 	clear(q.count)
 	clear(q.tgid)
+	clear(q.states)
 	for _, qp := range l.QPs {
 		if !qp.HasPID {
 			continue // a kernel QP
 		}
 		if pid := q.process(qp.PID, w); pid > 0 {
 			q.count[qpKey{pid, qp.Device}]++
+			q.states[qpStateKey{pid, qp.Device, qp.State}]++
 		}
 	}
+	q.owners = q.ownersOf(w)
+}
+
+// ownersOf groups the listing's queue pairs by owning process, naming each
+// (comm and container: the table's for a selected process, else read from
+// its stat and cgroup).
+func (q *qps) ownersOf(w *Watcher) []QPOwner {
+	byPID := map[int][]QPCount{}
+	for k, n := range q.states {
+		byPID[k.pid] = append(byPID[k.pid], QPCount{Device: k.device, State: qpStateName(k.state), N: n})
+	}
+	pids := make([]int, 0, len(byPID))
+	for pid := range byPID {
+		pids = append(pids, pid)
+	}
+	slices.Sort(pids)
+	if len(pids) > maxOwnerProcs {
+		w.src.Notes.Warn("process-qp-owners", "msg", "more processes own RDMA queue pairs than the exporter reports; the highest PIDs are left out", "owners", len(pids), "max", maxOwnerProcs)
+		pids = pids[:maxOwnerProcs]
+	}
+	out := make([]QPOwner, 0, len(pids))
+	for _, pid := range pids {
+		counts := byPID[pid]
+		slices.SortFunc(counts, func(a, b QPCount) int {
+			if a.Device != b.Device {
+				return strings.Compare(a.Device, b.Device)
+			}
+			return strings.Compare(a.State, b.State)
+		})
+		o := QPOwner{PID: pid, Counts: counts}
+		if st := w.procs[pid]; st != nil {
+			o.Comm, o.InContainer, o.Container = st.Comm, st.InContainer, st.Container
+		} else {
+			info := w.ownerInfo(pid)
+			if info.unreadable {
+				continue // exited since the listing
+			}
+			o.Comm, o.InContainer, o.Container = info.comm, info.inCont, info.cont
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// ownerInfo reads the comm and container of a process that is not selected.
+func (w *Watcher) ownerInfo(pid int) ownerInfo {
+	dir := w.o.Procfs + "/" + strconv.Itoa(pid)
+	n, err := proc.ReadInto(w.IO.Open, dir+"/stat", w.statusBuf[:])
+	if err != nil {
+		w.readError(FileStat, dir+"/stat", err)
+		return ownerInfo{unreadable: true}
+	}
+	ps, err := proc.ParseStat(w.statusBuf[:n])
+	if err != nil {
+		w.readError(FileStat, dir+"/stat", err)
+		return ownerInfo{unreadable: true}
+	}
+	info := ownerInfo{comm: string(ps.Comm)}
+	if w.cgBuf == nil {
+		w.cgBuf = make([]byte, proc.MaxCgroupFile+1)
+	}
+	if n, err := proc.ReadInto(w.IO.Open, dir+"/cgroup", w.cgBuf); err == nil && n <= proc.MaxCgroupFile {
+		info.cont, info.inCont = proc.ParseCgroupFile(w.cgBuf[:n])
+	} else if err != nil {
+		w.readError(FileCgroup, dir+"/cgroup", err)
+	}
+	return info
+}
+
+// qpStateName is enum ib_qp_state in lower case (rdmanl.QP.StateName).
+func qpStateName(s uint8) string {
+	return strings.ToLower(rdmanl.QP{State: s}.StateName())
 }
 
 // process returns the thread group of a queue pair's owner: the owner
@@ -141,6 +256,21 @@ func (q *qps) unavailable(w *Watcher, reason string, err error) {
 		kv = append(kv, "err", err)
 	}
 	w.src.Notes.Warn("process-rdma-netlink", kv...)
+}
+
+// qpOwners returns the last listing's owners, the selected ones named as
+// this Refresh read them; nil when the listing is not usable.
+func (w *Watcher) qpOwners() []QPOwner {
+	if !w.qps.state.OK || len(w.qps.owners) == 0 {
+		return nil
+	}
+	out := slices.Clone(w.qps.owners)
+	for i := range out {
+		if st := w.procs[out[i].PID]; st != nil && st.gen == w.gen {
+			out[i].Comm, out[i].InContainer, out[i].Container = st.Comm, st.InContainer, st.Container
+		}
+	}
+	return out
 }
 
 // qpState returns the listing's state.
