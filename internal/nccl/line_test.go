@@ -193,6 +193,14 @@ func FuzzParseNCCLLine(f *testing.F) {
 	for _, l := range ncclFixtureLines(f) {
 		f.Add(l)
 	}
+	for _, l := range []string{ // p2p.go's lines
+		"n:1:1 [0] NCCL INFO P2P is disabled between connected GPUs 0 and 1. You can repress this message with NCCL_IGNORE_DISABLED_P2P=1.",
+		"n:1:1 [0] paths.cc:323 NCCL WARN P2P is disabled between NVLINK connected GPUs 3 and 2. This should not be the case",
+		"n:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Enabled for HCA 3 'mlx5_3'",
+		"n:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for GPU 0[0] / HCA 0 'mlx5_0' (no module or not supported by GPU)",
+	} {
+		f.Add([]byte(l))
+	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		if bytes.IndexByte(line, '\n') >= 0 {
 			return // the follower splits lines
@@ -241,7 +249,8 @@ func FuzzParseNCCLLine(f *testing.F) {
 			}
 			for _, p := range procs {
 				if len(p.Conns) > maxConnKinds || len(p.Devices) > maxListItems || len(p.Interfaces) > maxListItems ||
-					len(p.Env) > maxEnv || len(p.GDRDisabled) > maxGDRDisabled ||
+					len(p.Env) > maxEnv || len(p.GDRDisabled) > maxGDRDisabled || len(p.GDREnabled) > maxGDRDisabled ||
+					len(p.P2PDisabled) > maxP2PDisabled ||
 					len(p.Peers) > maxPeers || len(p.NetUses) > maxNetUses ||
 					len(p.GDRPaths) > maxGDRPaths || len(p.DMABuf) > maxDMABuf || len(p.rankDev) > maxRankDevs {
 					t.Fatalf("%q: unbounded state", line)
@@ -259,6 +268,12 @@ func FuzzParseNCCLLine(f *testing.F) {
 				}
 				for _, g := range p.GDRDisabled {
 					strs = append(strs, g.Net, g.Device, g.Reason)
+				}
+				for _, g := range p.GDREnabled {
+					strs = append(strs, g.Net, g.Device)
+				}
+				for _, e := range p.P2PDisabled {
+					strs = append(strs, e.GPU, e.PeerGPU)
 				}
 				for _, e := range p.Peers {
 					strs = append(strs, e.GPU, e.PeerGPU, e.Transport)

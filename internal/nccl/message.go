@@ -71,13 +71,14 @@ const (
 	evSocketIfs                 // "NET/Socket : Using [0]eth0:10.0.0.1<0> …": list
 	evVersion                   // "NCCL version 2.19.3+cuda12.3": name = version
 	evEnv                       // "NCCL_X set by environment to V": name, value
-	evGDRDisabled               // "NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)": net, name, value
+	evGDRDisabled               // "NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)": net, name, value; gdr for "Enabled" (2.13+)
 	evNetNoDevice               // "NET/IB : No device found.": name = the net
 	evPluginNone                // "NET/Plugin : No plugin found …": no external net plugin is in use
 	evComm                      // "comm 0x… rank 10 nranks 16 …": ranks (and nodes when logged)
 	evVerbsLibMissing           // "Failed to open libibverbs.so[.1]": NCCL could not load libibverbs
 	evGDRPath                   // "GPU Direct RDMA Enabled for GPU 1a000 / HCA 0 (distance 4 <= 5), read 0" (gdr.go)
 	evDMABuf                    // "DMA-BUF is available on GPU device 0": name = CUDA device
+	evP2PDisabled               // "P2P is disabled between connected GPUs 0 and 1": name, value (p2p.go)
 )
 
 // Evidence says how sure a line is about the network a process uses; a
@@ -146,6 +147,7 @@ var (
 	msgNCCLVersion  = []byte("NCCL version ")
 	msgUsing        = []byte("Using")
 	msgGDRDisabled  = []byte("GPU Direct RDMA Disabled for HCA ")
+	msgGDREnabled   = []byte("GPU Direct RDMA Enabled for HCA ")
 	msgGDRDMA       = []byte("/GDRDMA")
 	msgDirectShm    = []byte("direct shared memory")
 	msgP2P          = []byte("P2P/")
@@ -209,6 +211,12 @@ func classifyTo(msg []byte, ev *event) {
 		parseGDRPath(msg, ev) // 2.6-2.29
 	case 'D':
 		parseDMABuf(msg, ev)
+	case 'P':
+		if b, ok := bytes.CutPrefix(msg, msgP2PDisabled); ok {
+			if x, y, ok := parseP2PDisabled(b); ok {
+				*ev = event{kind: evP2PDisabled, name: x, value: y}
+			}
+		}
 	case 'N':
 		if bytes.HasPrefix(msg, msgNET) {
 			parseNETMessage(msg, ev)
@@ -350,23 +358,34 @@ func parseNETMessage(msg []byte, ev *event) {
 		*ev = event{kind: evNetNoDevice, name: net}
 	case bytes.HasPrefix(body, msgGDRPrefix) && bytes.Contains(body, msgHCA):
 		parseGDRPath(body, ev) // 2.4-2.5: "NET/IB : GPU Direct RDMA Disabled for GPU 0[0] / HCA 0 (…)"
+		if ev.kind == evNone && bytes.IndexByte(body, '\'') > 0 {
+			// 2.4: "… Disabled for GPU 0[0] / HCA 0 'mlx5_0' (no module or not supported by GPU)"
+			parseGDRHCA(net, body[bytes.Index(body, msgHCA):], false, ev)
+		}
 	case bytes.HasPrefix(body, msgGDRDisabled):
 		// "… for HCA 1 'mlx5_1' (no module)", "… for HCA 0 'lo'"
-		d := body[len(msgGDRDisabled):]
-		q := bytes.IndexByte(d, '\'')
-		if q < 0 {
-			return
-		}
-		e := bytes.IndexByte(d[q+1:], '\'')
-		if e < 0 {
-			return
-		}
-		*ev = event{kind: evGDRDisabled, net: net, name: d[q+1 : q+1+e]}
-		r := d[q+1+e+1:]
-		if o := bytes.IndexByte(r, '('); o >= 0 {
-			if c := bytes.LastIndexByte(r, ')'); c > o {
-				ev.value = r[o+1 : c]
-			}
+		parseGDRHCA(net, body[len(msgGDRDisabled):], false, ev)
+	case bytes.HasPrefix(body, msgGDREnabled):
+		parseGDRHCA(net, body[len(msgGDREnabled):], true, ev) // 2.13+
+	}
+}
+
+// parseGDRHCA reads "… 'mlx5_1' (no module)" of a GPU Direct RDMA line
+// about a NET device (p2p.go has the versions).
+func parseGDRHCA(net, d []byte, enabled bool, ev *event) {
+	q := bytes.IndexByte(d, '\'')
+	if q < 0 {
+		return
+	}
+	e := bytes.IndexByte(d[q+1:], '\'')
+	if e < 0 {
+		return
+	}
+	*ev = event{kind: evGDRDisabled, net: net, name: d[q+1 : q+1+e], gdr: enabled}
+	r := d[q+1+e+1:]
+	if o := bytes.IndexByte(r, '('); o >= 0 {
+		if c := bytes.LastIndexByte(r, ')'); c > o {
+			ev.value = r[o+1 : c]
 		}
 	}
 }

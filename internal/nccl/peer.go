@@ -10,11 +10,11 @@ import (
 // Every connection line names both ends as "rank[dev]" (cited as
 // file:line@tag of github.com/NVIDIA/nccl):
 //
-//	2.4-2.6   "Ring %02d : %d[%d] -> %d[%d] via P2P/IPC" (cudaDev) and
-//	          "Ring %02d : %d[%lx] -> %d[%lx] via P2P/IPC" (busId) in later 2.4s
-//	2.7-2.18  "Channel %02d : %d[%lx] -> %d[%lx] via P2P/IPC%s" (busId, hex:
+//	2.4       "Ring %02d : %d[%d] -> %d[%d] via P2P/IPC" (cudaDev)
+//	2.5-2.6   "Ring %02d : %d[%lx] -> %d[%lx] via P2P/IPC" (busId)
+//	2.7-2.18.1 "Channel %02d : %d[%lx] -> %d[%lx] via P2P/IPC%s" (busId, hex:
 //	          "0[1a000]"; transport/p2p.cc), "… [send] via NET/%s/%d%s%s"
-//	2.19+     "Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/%s%s%s" and
+//	2.18.3+   "Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/%s%s%s" and
 //	          "Channel %02d : %d[%d] -> %d[%d] via SHM/%s/%s" (nvmlDev: the
 //	          NVML index, the exporter's gpu label, whatever
 //	          CUDA_VISIBLE_DEVICES says; transport/p2p.cc, transport/shm.cc)
@@ -22,8 +22,10 @@ import (
 // The P2P and SHM lines are printed by the sending side (p2pSendSetup,
 // shmSendSetup): the left device is this process's. The NET lines say
 // "[send]" (left is this process's) or "[receive]" (right is). A device
-// printed as a bus id (five or more hex digits, or any of a-f: an NVML
-// index never has them) is given as the PCI address "0000:1a:00.0".
+// printed as a bus id is given as the PCI address "0000:1a:00.0": where the
+// process logged its version, the version says which form it prints
+// (p2p.go); where it did not, five or more hex digits or any of a-f (an
+// NVML index never has them) make a bus id.
 
 // Peer counts the intra-node connections (P2P/…, SHM) of one local device
 // to one peer device by transport.
@@ -121,8 +123,13 @@ func deviceLabel(dev []byte) string {
 	if !hex {
 		return string(dev)
 	}
+	return busIDString(dev)
+}
+
+// busIDString is the PCI address of a bus id in hex, "" when dev is none.
+func busIDString(dev []byte) string {
 	v, err := strconv.ParseUint(string(dev), 16, 64)
-	if err != nil {
+	if err != nil || len(dev) == 0 || len(dev) > 16 {
 		return ""
 	}
 	return busIDLabel(v)
@@ -155,6 +162,10 @@ func netIndex(rest []byte) int {
 
 // addPeer counts an intra-node connection of local to peer.
 func (p *Process) addPeer(local, peer, transport []byte) {
+	form := p.deviceForm()
+	if string(transport) == "P2P/common device" {
+		form = devIndex // 2.5-2.6 print cudaDev there (transport/p2p.cc:114@v2.6.4-1)
+	}
 	for i := range p.Peers {
 		e := &p.Peers[i]
 		if e.gpuRaw == string(local) && e.peerRaw == string(peer) && e.Transport == string(transport) {
@@ -165,7 +176,7 @@ func (p *Process) addPeer(local, peer, transport []byte) {
 	if len(p.Peers) >= maxPeers {
 		return
 	}
-	g, pg := deviceLabel(local), deviceLabel(peer)
+	g, pg := form.label(local), form.label(peer)
 	if g == "" || pg == "" {
 		return
 	}
@@ -186,7 +197,7 @@ func (p *Process) addNetUse(local, net []byte, index int, gdr bool) {
 	if len(p.NetUses) >= maxNetUses {
 		return
 	}
-	g := deviceLabel(local)
+	g := p.deviceForm().label(local)
 	if g == "" {
 		return
 	}
@@ -259,7 +270,7 @@ func (p *Process) noteRank(tok []byte) {
 		}
 	}
 	if len(p.rankDev) < maxRankDevs {
-		if g := deviceLabel(dev); g != "" {
+		if g := p.deviceForm().label(dev); g != "" {
 			p.rankDev = append(p.rankDev, rankDev{rank, g})
 			p.Gen++
 		}

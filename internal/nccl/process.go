@@ -43,6 +43,11 @@ type Process struct {
 	Interfaces    []string      // the latest "NET/Socket : Using" list, at most 64
 	Env           []KV          // "NCCL_X set by environment to V", at most 64
 	GDRDisabled   []GDRDisabled // "GPU Direct RDMA Disabled for HCA", at most 64
+	// GDREnabled: "NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'"
+	// (2.13+; Reason empty), at most 64; P2PDisabled: "P2P is disabled
+	// between [NVLINK] connected GPUs X and Y", at most 64 (p2p.go).
+	GDREnabled  []GDRDisabled
+	P2PDisabled []P2PDisabled
 	// GDRPaths: "GPU Direct RDMA Enabled|Disabled for GPU … / HCA …", at
 	// most 64; DMABuf: the CUDA devices of "DMA-BUF is available on GPU
 	// device %d", at most 16 (gdr.go).
@@ -170,7 +175,13 @@ func (t *Tracker) apply(p *Process, ev *event) {
 			t.socketFallback(p)
 		}
 	case evGDRDisabled:
-		p.setGDRDisabled(ev.net, ev.name, ev.value)
+		if ev.gdr {
+			p.setGDREnabled(ev.net, ev.name)
+		} else {
+			p.setGDRDisabled(ev.net, ev.name, ev.value)
+		}
+	case evP2PDisabled:
+		p.setP2PDisabled(ev.name, ev.value, false)
 	case evGDRPath:
 		p.setGDRPath(ev)
 	case evDMABuf:
@@ -387,6 +398,19 @@ func (p *Process) setGDRDisabled(net, dev, reason []byte) {
 	}
 	if len(p.GDRDisabled) < maxGDRDisabled {
 		p.GDRDisabled = append(p.GDRDisabled, GDRDisabled{boundLabel(net), boundLabel(dev), boundLabel(reason)})
+		p.Gen++
+	}
+}
+
+// setGDREnabled records a device NCCL can do GPU Direct RDMA with.
+func (p *Process) setGDREnabled(net, dev []byte) {
+	for _, e := range p.GDREnabled {
+		if e.Net == string(boundBytes(net)) && e.Device == string(boundBytes(dev)) {
+			return
+		}
+	}
+	if len(p.GDREnabled) < maxGDRDisabled {
+		p.GDREnabled = append(p.GDREnabled, GDRDisabled{Net: boundLabel(net), Device: boundLabel(dev)})
 		p.Gen++
 	}
 }

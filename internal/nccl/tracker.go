@@ -158,6 +158,7 @@ func (t *Tracker) Line(f *File, line []byte) {
 		if isVerbsLibMissing(l.msg) { // a WARN up to 2.10
 			p.setVerbsLibMissing()
 		}
+		p.warnP2PDisabled(l.msg)
 	case lineInfo:
 		if m := l.msg; len(m) > 0 && (m[0] == 'C' && bytes.HasPrefix(m, msgChannel) || m[0] == 'R' && bytes.HasPrefix(m, msgRing)) {
 			t.connection(p, m)
