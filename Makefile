@@ -138,15 +138,16 @@ run:
 	@$(GO) build -ldflags '$(STRIP) $(LDFLAGS)' -o $(BIN) ./cmd/fabric_exporter
 	@exec ./$(BIN) $(ARGS)
 
-# Run the exporter against the bundled fixture trees: every metric family,
-# no RDMA hardware needed. Then open http://localhost:10470/metrics.
+# Run the exporter on the bundled fixture trees, no RDMA hardware or GPU
+# needed: tools/demo prints the exporter's command line (the fixtures, real
+# NCCL logs, the Inspector dumps of both modes), serves NCCL's RAS service
+# (two recorded answers) and the kubelet's pod-resources API, and stops them
+# when the exporter stops. Then open http://localhost:10470/metrics. Exporter
+# flags: make demo ARGS='--log.level=debug'. What it shows and what it
+# cannot: README.md (TestDemoFamilies checks it).
 demo: build
-	./$(BIN) --path.sysfs=collector/fixtures/sys --path.procfs=collector/fixtures/proc \
-	  --collector.pfc.ethtool-fixtures=collector/fixtures/ethtool --collector.phy.fixtures=collector/fixtures/phy \
-	  --collector.gpu.fixture=collector/fixtures/gpu/dcgm-8gpu.json \
-	  --collector.nccl.log-path='collector/fixtures/nccl/*.log' --collector.nccl.retention=0 \
-	  --collector.nccl-inspector.dump-dir=collector/fixtures/nccl-inspector/json --collector.nccl-inspector.retention=0 \
-	  --web.listen-address=$(DEMO_ADDR)
+	@$(GO) build -o build/fabric_demo ./tools/demo
+	@exec build/fabric_demo -exporter ./$(BIN) -listen $(DEMO_ADDR) -dir build/demo -- $(ARGS)
 
 # Re-render alerts/fabric-rules.yml (alerts/rules.yml.tmpl, alerts/config.yml)
 # and alerts/dcgm-compat-rules.yml, then the Kubernetes PrometheusRule from
@@ -198,3 +199,4 @@ fuzz:
 
 clean:
 	rm -f $(BIN) $(ANALYZE_BIN)
+	rm -rf build/demo build/fabric_demo
