@@ -6,9 +6,11 @@ import (
 	"testing"
 )
 
-// Monitors and thresholds are exported only where the module advertises
-// them (issue 27): a monitor the module lacks reads 0, which is not a
-// measurement, and a threshold set left at 0 is not a limit.
+// Monitors and thresholds are exported only where the module reports them
+// (issue 27): a monitor the module lacks reads 0, which is not a
+// measurement, and a threshold set left at 0 is not a limit. For SFF-8636
+// "reports" is not byte 220 alone (issue 35): sff8636_test.go and
+// real_sff8636_test.go.
 
 func noMonitors(t *testing.T, what string, m *Module) {
 	t.Helper()
@@ -104,7 +106,9 @@ func TestCMISModuleMonitorAdvertisement(t *testing.T) {
 }
 
 // SFF-8636 byte 220 of upper page 00h: this QSFP28 implements temperature
-// and RX (average) power, neither supply voltage nor TX power.
+// and RX (average) power, neither supply voltage nor TX power; its voltage
+// word reads 0 (no reading, and byte 220 bit 4 does not claim one), its
+// TX power is not supported (bit 2).
 func TestSFF8636PartialMonitors(t *testing.T) {
 	m := load(t, "sff8636-qsfp28-partial-dom.dump")
 	if !m.Temperature.OK || !near(m.Temperature.V, 41.5) || m.Voltage.OK {
@@ -132,8 +136,8 @@ func TestSFF8636PartialMonitors(t *testing.T) {
 	}
 }
 
-// Without upper page 00h the SFF-8636 advertisement (byte 220) and the
-// device technology (copper or not, byte 147) are unknown: no monitors.
+// Without upper page 00h the SFF-8636 device technology (copper or not,
+// byte 147) and byte 220 are unknown: no monitors.
 // A flat SFF-8636 module has no page 03h: monitors, no thresholds.
 func TestSFF8636AdvertisementUnknownAndFlat(t *testing.T) {
 	mem := buildSFF8636(sffSpec{})

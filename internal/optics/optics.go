@@ -9,29 +9,32 @@
 // pages), so the decoders here are written from the specifications' memory
 // maps; byte addresses below are those of the documents:
 //
-// SFF-8636 (Management Interface for 4-lane Modules and Cables, rev 2.10a):
-//   - lower page 00h: byte 0 identifier (SFF-8024 Table 4-1), 2 status
-//     (bit 2 Flat_mem), 22-23 temperature (signed, 1/256 °C), 26-27 supply
-//     voltage (100 µV), 34-41 RX power lanes 1-4, 42-49 TX bias lanes 1-4
-//     (2 µA), 50-57 TX power lanes 1-4 (0.1 µW) — section 6.2.6,
-//     "free side monitoring values" and "channel monitoring values";
-//   - upper page 00h: 147 device technology (bits 7-4 ≥ 1010b: copper, no
-//     optical monitors), 148-163 vendor name, 165-167 OUI, 168-183 part
-//     number, 184-185 revision, 196-211 serial number, 212-219 date code,
-//     220 diagnostic monitoring type (bit 5 temperature monitoring
-//     implemented, bit 4 supply voltage monitoring implemented, bit 3 RX
-//     power type OMA/average, bit 2 TX power supported; SFF-8636 has no bit
-//     for RX power or TX bias: they are reported for optical modules) — 6.3;
+// SFF-8636 (Management Interface for 4-lane Modules and Cables, rev 2.11;
+// QSFP+ modules under SFF-8436 share the map and ethtool decodes both):
+//   - lower page 00h: byte 0 identifier (SFF-8024 Table 4-1), 1 revision
+//     compliance, 2 status (bit 2 Flat_mem), 22-23 temperature (signed,
+//     1/256 °C), 26-27 supply voltage (100 µV) — Table 6-8; 34-41 RX power
+//     lanes 1-4, 42-49 TX bias lanes 1-4 (2 µA), 50-57 TX power lanes 1-4
+//     (0.1 µW) — Table 6-9;
+//   - upper page 00h: 147 transmitter technology (bits 7-4, Table 6-20:
+//     1010b-1011b passive copper, 1100b-1111b active copper), 148-163
+//     vendor name, 165-167 OUI, 168-183 part number, 184-185 revision,
+//     196-211 serial number, 212-219 date code, 220 diagnostic monitoring
+//     type (Table 6-24: bit 5 temperature, bit 4 supply voltage monitoring
+//     implemented, both "0b=Not implemented or pre-Rev 2.8"; bit 3 RX power
+//     type OMA/average; bit 2 TX power supported);
 //   - upper page 03h (absent with Flat_mem): thresholds, each high alarm,
 //     low alarm, high warning, low warning: 128-135 temperature, 144-151
 //     supply voltage, 176-183 RX power, 184-191 TX bias, 192-199 TX power
 //     — 6.4.
 //
-// Byte 220's bits as decoded by sonic-platform-common's sff8636.py
-// (sonic_xcvr/mem_maps/public, "SFF-8636 Rev 2.10a": TEMP_SUPPORT bit 5,
-// VOLTAGE_SUPPORT bit 4, TX_POWER_SUPPORT bit 2) and the ethtool utility's
-// qsfp.h (SFF8636_DIAG_TYPE_OFFSET 0xDC, RX power type 0x08, TX power 0x04;
-// Flat_mem: SFF8636_STATUS_2_OFFSET 0x02, mask 0x04).
+// Which of them a module reports follows the ethtool utility's qsfp.c
+// (sff8636_show_dom), not byte 220 alone: see sff8636.go. Offsets as in
+// ethtool's qsfp.h (SFF8636_DIAG_TYPE_OFFSET 0xDC, RX power type 0x08, TX
+// power 0x04; SFF8636_STATUS_2_OFFSET 0x02, SFF8636_STATUS_PAGE_3_PRESENT
+// 0x04; SFF8636_DEVICE_TECH_OFFSET 0x93) and sonic-platform-common's
+// sff8636.py (TEMP_SUPPORT bit 5, VOLTAGE_SUPPORT bit 4, TX_POWER_SUPPORT
+// bit 2).
 //
 // CMIS (OIF Common Management Interface Specification, rev 4.0 to 5.x):
 //   - lower page: 0 identifier, 1 revision (major.minor nibbles), 2 bit 7
@@ -65,13 +68,14 @@
 // A page that could not be read is left out: what it carries is absent
 // from the Module (Missing names it), the rest is decoded.
 //
-// Only what the module advertises is decoded: a monitor it does not
-// implement reads 0, which is not a measurement. CMIS modules with flat
-// memory (passive copper) advertise nothing and report no monitors and no
+// Only what the module reports is decoded: a monitor it does not implement
+// reads 0, which is not a measurement. CMIS modules with flat memory
+// (passive copper) advertise nothing and report no monitors and no
 // thresholds (as ethtool -m prints none); without page 01h (CMIS) or upper
-// page 00h (SFF-8636) the advertisement is unknown and the monitors absent.
-// A threshold set is decoded only for an advertised monitor, and left out
-// when all its four values are 0 (unpopulated).
+// page 00h (SFF-8636) it is unknown what the module reports and the
+// monitors are absent. SFF-8636 passive copper cables with flat memory
+// report nothing either. A threshold set is decoded only for a reported
+// monitor, and left out when all its four values are 0 (unpopulated).
 package optics
 
 import (

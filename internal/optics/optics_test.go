@@ -318,12 +318,12 @@ func TestSFF8636Synthetic(t *testing.T) {
 }
 
 // The real dump: a Finisar QSFP28's lower page (sonic-utilities#2379).
-// Without the upper page, byte 220 (which monitors are implemented) and
-// byte 147 (copper or not) are unknown: every monitor is absent. With an
-// upper page 00h added here (synthetic: the stored copy of the PR cuts the
-// real one off after byte 175; its byte 147 reads 00h, 850 nm VCSEL) that
-// says all are implemented, the real lower page decodes; lane 1's laser is
-// off (bias 0).
+// Without the upper page, byte 147 (copper or not) is unknown: every
+// monitor is absent. With an upper page 00h added here (synthetic: the
+// stored copy of the PR cuts the real one off after byte 175; its byte 147
+// reads 00h, 850 nm VCSEL) the real lower page decodes; lane 1's laser is
+// off (bias 0). Byte 220 = 3Ch here; the real modules of
+// real_sff8636_test.go leave its bits 5-4 clear.
 func TestSFF8636RealLowerPage(t *testing.T) {
 	m := load(t, "sonic-utilities-2379-qsfp28-finisar-lower-page.txt")
 	if m.Type != "QSFP28" || m.SpecRevision != "8" || strings.Join(m.Missing, ",") != "upper page 00h,page 03h" {
@@ -426,6 +426,11 @@ func FuzzDecode(f *testing.F) {
 	}
 	raw, _ := os.ReadFile("testdata/sonic-utilities-2379-qsfp28-finisar-lower-page.txt")
 	f.Add(raw)
+	real, _ := filepath.Glob("testdata/sff8636-real-*.dump")
+	for _, p := range real {
+		b, _ := os.ReadFile(p)
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := ParseDump(bytes.NewReader(b))
 		if err != nil {
