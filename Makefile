@@ -30,23 +30,31 @@ GOVULNCHECK_VERSION ?= v1.9.0
 GOVULNDB  ?=
 SNAPSHOT_DB ?= ../shared/govulndb/govulndb.tar.gz
 
-.PHONY: all build build-analyze vulncheck test test-scaleout helm test-helm bench-fleet vet fmt nogpu checkmetrics run demo bench bench-nccl fuzz fixtures rules update-golden dashboards analyze-example clean
+.PHONY: help all build build-analyze vulncheck test test-scaleout helm test-helm bench-fleet vet fmt nogpu checkmetrics run demo bench bench-nccl fuzz fixtures rules update-golden dashboards analyze-example clean
 
-all: test build build-analyze
+# `make` alone lists the targets: `make help`.
+.DEFAULT_GOAL := help
+
+# Every target with the line after its "## "; TestMakefileHelp checks that
+# each phony target has one.
+help: ## list the targets (what `make` alone does)
+	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z_-]+:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+all: test build build-analyze ## test, then build both binaries
 
 # The exporter. It links no plotting code: the benchmark analysis is its
 # own binary (build-analyze).
-build:
+build: ## build ./fabric_exporter (cgo; STRIP= keeps symbols)
 	$(GO) build -ldflags '$(STRIP) $(LDFLAGS)' -o $(BIN) ./cmd/fabric_exporter
 
 # fabric_analyze, the benchmark sweep analysis (docs/analysis.md).
-build-analyze:
+build-analyze: ## build ./fabric_analyze, the benchmark sweep analysis
 	$(GO) build -ldflags '$(STRIP) $(LDFLAGS)' -o $(ANALYZE_BIN) ./cmd/fabric_analyze
 
 # govulncheck on every package (exporter, analysis, tools) and the Go
 # standard library it was built with; fails (exit 3) on any vulnerability
 # that the code calls. Database: see GOVULNDB above.
-vulncheck:
+vulncheck: ## govulncheck (pinned) on every package; fails on a called vulnerability
 	GOBIN=$(CURDIR)/build/tools $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
 	@set -e; db="$(GOVULNDB)"; \
 	if [ -z "$$db" ] && [ -f "$(SNAPSHOT_DB)" ]; then \
@@ -60,7 +68,7 @@ vulncheck:
 
 # Everything CI checks: formatting, vet, unit + fault + golden end-to-end
 # tests (with the race detector), fuzz seed corpora, promtool on the golden file.
-test: fmt vet nogpu
+test: fmt vet nogpu ## what CI runs: gofmt, vet, the no-cgo build, go test -race ./..., promtool
 	$(GO) test -race -count=1 ./...
 	$(MAKE) checkmetrics
 
@@ -79,7 +87,7 @@ VM_BIN_DIR := $(CURDIR)/build/tools/victoriametrics-$(VM_VERSION)
 # module the proxy here refuses. Then e2e/thanos_test.go.
 THANOS_VERSION ?= v0.36.0
 THANOS := $(CURDIR)/build/tools/thanos-$(THANOS_VERSION)
-test-scaleout:
+test-scaleout: ## VictoriaMetrics, then Prometheus shards with Thanos, on the shipped rules (many minutes)
 	GOBIN=$(VM_BIN_DIR) GOFLAGS=-mod=mod $(GO) install \
 	  github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@$(VM_VERSION) \
 	  github.com/VictoriaMetrics/VictoriaMetrics/app/vmagent@$(VM_VERSION) \
@@ -101,40 +109,40 @@ test-scaleout:
 # values. make test skips them where helm is not installed; .ci/run runs this.
 HELM_VERSION ?= v3.22.0
 HELM := $(CURDIR)/build/tools/helm
-helm:
+helm: ## install Helm (pinned) into build/tools
 	@if ! $(GO) version -m $(HELM) 2>/dev/null | grep -q 'mod[[:space:]]*helm.sh/helm/v3[[:space:]]*$(HELM_VERSION)[[:space:]]'; then \
 	  echo "installing helm $(HELM_VERSION) into build/tools"; \
 	  GOBIN=$(CURDIR)/build/tools $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); \
 	fi
 
-test-helm: helm
+test-helm: helm ## the Helm chart's tests (lint, template against the kustomize base)
 	HELM=$(HELM) $(GO) test -count=1 -v ./deploy/helm/...
 
 # The fleet benchmark (docs/benchmarks.md, "Fleet scale"): a real Prometheus
 # with the shipped rules and N simulated nodes; minutes per N.
 FLEET_NODES ?= 50,500,1000
-bench-fleet:
+bench-fleet: ## the fleet benchmark: real Prometheus, the rules, FLEET_NODES simulated nodes
 	$(GO) run ./tools/fleetbench -nodes $(FLEET_NODES)
 
 # The build without GPU support (no cgo) must keep compiling.
-nogpu:
+nogpu: ## build without cgo (no GPU support) and vet with -tags nogpu
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/fabric_exporter
 	$(GO) vet -tags nogpu ./...
 
-vet:
+vet: ## go vet ./...
 	$(GO) vet ./...
 
-fmt:
+fmt: ## fail when a Go file needs gofmt
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-checkmetrics:
+checkmetrics: ## promtool check metrics on the golden scrape
 	$(PROMTOOL) check metrics < collector/fixtures/e2e-output.txt
 
 # Build and run the exporter on this host, quietly: the build prints nothing
 # (CGO_CFLAGS above silences go-nvml's deprecation warnings, which a plain
 # `go run ./cmd/fabric_exporter` shows on its first build), then only the
 # exporter's log lines. Flags: make run ARGS='--rail=rail0=mlx5_0:1'.
-run:
+run: ## build and run the exporter on this host (flags: ARGS='…')
 	@$(GO) build -ldflags '$(STRIP) $(LDFLAGS)' -o $(BIN) ./cmd/fabric_exporter
 	@exec ./$(BIN) $(ARGS)
 
@@ -145,7 +153,7 @@ run:
 # when the exporter stops. Then open http://localhost:10470/metrics. Exporter
 # flags: make demo ARGS='--log.level=debug'. What it shows and what it
 # cannot: README.md (TestDemoFamilies checks it).
-demo: build
+demo: build ## run the exporter on the fixtures with RAS and kubelet stand-ins (http://localhost:10470/metrics)
 	@$(GO) build -o build/fabric_demo ./tools/demo
 	@exec build/fabric_demo -exporter ./$(BIN) -listen $(DEMO_ADDR) -dir build/demo -- $(ARGS)
 
@@ -153,15 +161,15 @@ demo: build
 # and alerts/dcgm-compat-rules.yml, then the Kubernetes PrometheusRule from
 # alerts/fabric-rules.yml, then the Helm chart's copy of it (and of the
 # dashboards). The tests only check that these are up to date.
-rules:
+rules: ## re-render the rule files, the PrometheusRule and the Helm chart copies
 	$(GO) run ./alerts/gen -dir alerts
 	$(GO) run ./deploy/kubernetes/gen
 	$(GO) run ./deploy/helm/gen
 
-update-golden:
+update-golden: ## rewrite the golden scrape collector/fixtures/e2e-output.txt
 	$(GO) test ./cmd/fabric_exporter -run TestEndToEnd -update
 
-fixtures:
+fixtures: ## rebuild the sysfs, /proc and topology fixture trees, then the golden scrape
 	bash collector/fixtures/build-sys.sh
 	bash collector/fixtures/build-proc.sh
 	bash collector/fixtures/topo/build-topo.sh
@@ -169,34 +177,34 @@ fixtures:
 
 # Grafana dashboards: rewrite dashboards/json/*.json from dashboards/*.go,
 # then the Helm chart's copies (and its copy of the rule file).
-dashboards:
+dashboards: ## re-render the Grafana dashboards and the Helm chart copies
 	$(GO) run ./dashboards/gen -out dashboards/json
 	$(GO) run ./deploy/helm/gen
 
 # The worked example of `fabric_analyze` in docs/analysis.md (docs/analyze/):
 # the analysis of the synthetic sweep served by a real Prometheus
 # (needs Debian's prometheus package).
-analyze-example:
+analyze-example: ## rerun docs/analysis.md's example against Debian's Prometheus
 	$(GO) test ./analyze -run '^TestRealPrometheusSweep$$' -count=1 -args -docs
 
 # In-process benchmarks (go test -bench) and the side-by-side run against
 # node_exporter and the raw open/read/close floor (results: docs/benchmarks.md).
-bench: build
+bench: build ## go test -bench and tools/scrapebench against node_exporter
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	$(GO) run ./tools/scrapebench -fabric ./$(BIN)
 
 # NCCL log parsing against grep -c 'NCCL INFO' on a 1 GiB log assembled from
 # the real sample logs in .bench/ (deleted afterwards; results:
 # docs/benchmarks.md, "NCCL log parsing").
-bench-nccl:
+bench-nccl: ## NCCL log parsing against grep on a 1 GiB log
 	$(GO) run ./tools/ncclbench -runs 5
 
-fuzz:
+fuzz: ## every fuzz target for FUZZTIME (30s) each
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "== $$pkg $$t"; $(GO) test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME); \
 	  done; done
 
-clean:
+clean: ## remove the binaries and the demo directory
 	rm -f $(BIN) $(ANALYZE_BIN)
 	rm -rf build/demo build/fabric_demo
