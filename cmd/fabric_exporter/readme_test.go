@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -42,5 +43,36 @@ func TestReadmeSampleLinesInGolden(t *testing.T) {
 	}
 	if n < 5 {
 		t.Errorf("README sample has %d lines; want the block of real output lines", n)
+	}
+}
+
+// The Go version the README and docs/install.md ask for is go.mod's: a
+// toolchain older than its go line refuses the module (or downloads
+// another), so "Go ≥ 1.26" sent people with 1.26.0 to a failed build.
+func TestGoVersionAsGoMod(t *testing.T) {
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	want := string(m[1])
+	n := 0
+	for _, f := range []string{"README.md", "docs/install.md"} {
+		b, err := os.ReadFile("../../" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range regexp.MustCompile(`\bGo\s*(?:≥|>=|version)?\s*([0-9]+\.[0-9]+(?:\.[0-9]+)?)`).FindAllSubmatch(b, -1) {
+			n++
+			if string(v[1]) != want {
+				t.Errorf("%s asks for Go %s; go.mod's go line is %s", f, v[1], want)
+			}
+		}
+	}
+	if n < 3 {
+		t.Errorf("%d Go versions found in README.md and docs/install.md, want the 3 places that state one", n)
 	}
 }
