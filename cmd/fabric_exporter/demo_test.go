@@ -118,7 +118,7 @@ func exportedFamilies(scrape string) (families []string, series int) {
 // documents except the ones the README lists after "except" (no more, no
 // fewer), every family it exports is documented, and it sends the number
 // of series the README and docs/performance.md say, with the per-prefix
-// table of docs/performance.md. The demo is tools/demo, which `make demo`
+// table of docs/performance.md, and the README's sample scrape lines. The demo is tools/demo, which `make demo`
 // runs: the fixtures, real NCCL logs, the Inspector dumps of both modes,
 // and stand-ins for NCCL's RAS service and the kubelet.
 func TestDemoFamilies(t *testing.T) {
@@ -172,6 +172,17 @@ func TestDemoFamilies(t *testing.T) {
 	for _, f := range families {
 		if !slices.ContainsFunc(docs, func(d docFamily) bool { return d.re.MatchString(f) }) {
 			t.Errorf("the demo exports %s, which docs/metrics.md does not document", f)
+		}
+	}
+
+	// "make demo serves these lines too"
+	lines := map[string]bool{}
+	for _, l := range strings.Split(scrape, "\n") {
+		lines[l] = true
+	}
+	for _, l := range readmeSampleLines(t) {
+		if !lines[l] {
+			t.Errorf("README sample line not in the demo's scrape: %s", l)
 		}
 	}
 

@@ -9,13 +9,29 @@ import (
 
 // The README's "What a scrape looks like" lines are lines of the golden
 // scrape: a label added to a family (as the rail label was) must not leave
-// the README showing output the exporter no longer writes.
+// the README showing output the exporter no longer writes. (That `make
+// demo` serves them too is TestDemoFamilies'.)
 func TestReadmeSampleLinesInGolden(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	golden, err := os.ReadFile(goldenPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden, err := os.ReadFile(goldenPath)
+	lines := map[string]bool{}
+	for _, l := range strings.Split(string(golden), "\n") {
+		lines[l] = true
+	}
+	for _, l := range readmeSampleLines(t) {
+		if !lines[l] {
+			t.Errorf("README sample line not in %s: %s", goldenPath, l)
+		}
+	}
+}
+
+// readmeSampleLines returns the lines of the README's ```text block after
+// "What a scrape looks like".
+func readmeSampleLines(t *testing.T) []string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,20 +46,11 @@ func TestReadmeSampleLinesInGolden(t *testing.T) {
 	if !ok {
 		t.Fatal("README: no ```text block after \"What a scrape looks like\"")
 	}
-	lines := map[string]bool{}
-	for _, l := range strings.Split(string(golden), "\n") {
-		lines[l] = true
+	out := strings.Split(strings.TrimSpace(block), "\n")
+	if len(out) < 5 {
+		t.Fatalf("README sample has %d lines; want the block of real output lines", len(out))
 	}
-	n := 0
-	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
-		n++
-		if !lines[l] {
-			t.Errorf("README sample line not in %s: %s", goldenPath, l)
-		}
-	}
-	if n < 5 {
-		t.Errorf("README sample has %d lines; want the block of real output lines", n)
-	}
+	return out
 }
 
 // The Go version the README and docs/install.md ask for is go.mod's: a
