@@ -32,6 +32,7 @@ type Options struct {
 	Process ProcessOptions
 	NCCL    NCCLOptions
 	Phy     PhyOptions
+	PCIe    PCIeOptions
 	// NCCLInspector configures the nccl-inspector collector.
 	NCCLInspector NCCLInspectorOptions
 	Kubernetes    KubernetesOptions

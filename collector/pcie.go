@@ -89,7 +89,7 @@ func newPCIeCollector(env Env, o *Options) (Collector, error) {
 	t, _ := newTopologyCollector(env, o)
 	g, ctr := prometheus.GaugeValue, prometheus.CounterValue
 	return &pcieCollector{
-		env: env, topo: t.(*topologyCollector), reader: sysfs.NewReaderIn(o.SysfsPath), acs: newPCIeACS(env),
+		env: env, topo: t.(*topologyCollector), reader: sysfs.NewReaderIn(o.SysfsPath), acs: newPCIeACS(env, o.PCIe.ACSFile),
 		speed: env.Families.NewFamily("fabric_pcie_link_speed_transfers_per_second",
 			"Current PCIe link speed in transfers per second (current_link_speed; 32.0 GT/s = 3.2e10). Endpoints commonly lower it while idle.", g, "pci_bus_id"),
 		maxSpeed: env.Families.NewFamily("fabric_pcie_link_max_speed_transfers_per_second",
@@ -133,6 +133,13 @@ func (c *pcieCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	}
 	if found == 0 {
 		return checkSysfs(c.topo.sysfs, "neither "+c.topo.dirs[0]+" nor "+c.topo.dirs[1]+" exists")
+	}
+	changed, err := c.acs.file.refresh()
+	if err != nil {
+		skipValue(c.env, c.acs.file.path, err)
+	}
+	if changed {
+		c.built = false // read the bridges' ACS again with the new file
 	}
 	if !c.built || sig != c.sig {
 		c.rebuild()

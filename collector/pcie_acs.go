@@ -20,8 +20,10 @@ import (
 // across it are closed or slow. ACS lives in the PCIe extended
 // configuration space (config, offset 0x100 on), which the kernel lets
 // only CAP_SYS_ADMIN read: other readers get 64 bytes, and then nothing is
-// said about ACS (fabric_pcie_config_space_readable_bytes says why).
-// Configuration space is read when the tree is rebuilt, never per scrape.
+// said about ACS (fabric_pcie_config_space_readable_bytes says why), unless
+// a privileged reader wrote the registers into --collector.pcie.acs-file
+// (pcie_acs_file.go). Configuration space is read when the tree is rebuilt
+// or that file changes, never per scrape.
 
 type pcieACS struct {
 	readable, present, capability, control *exposition.Family
@@ -30,6 +32,10 @@ type pcieACS struct {
 	// ACS control of each bridge whose extended space was read (0 without
 	// ACS); a bridge missing here is unknown.
 	ctl map[string]uint16
+	// file is --collector.pcie.acs-file (pcie_acs_file.go): the registers
+	// a privileged reader wrote, for the bridges this process cannot read.
+	file     acsFile
+	fileTime *exposition.Series
 }
 
 type pcieACSValue struct {
@@ -37,9 +43,13 @@ type pcieACSValue struct {
 	v float64
 }
 
-func newPCIeACS(env Env) pcieACS {
+func newPCIeACS(env Env, acsFilePath string) pcieACS {
 	g := prometheus.GaugeValue
 	return pcieACS{
+		file: acsFile{path: acsFilePath},
+		fileTime: env.Families.NewFamily("fabric_pcie_acs_file_timestamp_seconds",
+			"When `fabric_exporter dump-acs` read the ACS registers in --collector.pcie.acs-file (Unix seconds): the exporter uses them for the bridges whose extended configuration space it cannot read itself. Absent without the flag, or while the file is missing or unreadable.",
+			g).With(),
 		readable: env.Families.NewFamily("fabric_pcie_config_space_readable_bytes",
 			"Bytes of the bridge's PCI configuration space (sysfs config) the exporter could read: 4096 with the extended space, 256 for conventional PCI or a platform without extended access, 64 for a reader without CAP_SYS_ADMIN. ACS is known only at 4096.",
 			g, "pci_bus_id"),
@@ -97,14 +107,25 @@ func (a *pcieACS) rebuild(env Env, funcs []*pcieFunc) {
 			}
 			continue
 		}
-		a.values = append(a.values, pcieACSValue{a.readable.With(f.bdf), float64(len(cfg))})
-		acs, found, err := sysfs.ParsePCIACS(cfg)
-		if errors.Is(err, sysfs.ErrNoExtendedConfig) {
-			continue
-		}
-		if err != nil {
-			skipValue(env, p, err)
-			continue
+		var acs sysfs.ACS
+		found := false
+		if e, ok := a.file.dump.bridges[f.bdf]; ok && a.file.ok && len(cfg) < sysfs.PCIConfigExtended && e.bytes > len(cfg) {
+			// what the privileged reader got
+			a.values = append(a.values, pcieACSValue{a.readable.With(f.bdf), float64(e.bytes)})
+			if !e.extended {
+				continue
+			}
+			acs, found = sysfs.ACS{Cap: e.cap, Control: e.ctl}, e.found
+		} else {
+			a.values = append(a.values, pcieACSValue{a.readable.With(f.bdf), float64(len(cfg))})
+			acs, found, err = sysfs.ParsePCIACS(cfg)
+			if errors.Is(err, sysfs.ErrNoExtendedConfig) {
+				continue
+			}
+			if err != nil {
+				skipValue(env, p, err)
+				continue
+			}
 		}
 		a.ctl[f.bdf] = acs.Control
 		if !found {
@@ -169,6 +190,9 @@ func (a *pcieACS) between(x, y *pciLoc) (state, bridge string) {
 func (a *pcieACS) add(b *exposition.Batch) {
 	for _, v := range a.values {
 		b.Add(v.s, v.v)
+	}
+	if a.file.ok {
+		b.Add(a.fileTime, float64(a.file.dump.time.Unix()))
 	}
 }
 

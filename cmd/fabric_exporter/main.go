@@ -71,18 +71,25 @@ func run(args []string) int {
 	// Commands: serving is the default, so that every existing invocation
 	// (flags only, no command) keeps running the exporter.
 	app.Command("serve", "Run the exporter (the default when no command is given).").Default()
+	dumpACS := app.Command("dump-acs", "Write the ACS registers of every PCI bridge under --path.sysfs to a file for --collector.pcie.acs-file, then exit. Reading them needs CAP_SYS_ADMIN (a privileged init container or sidecar; the serving exporter does not need it then).")
+	dumpOut := dumpACS.Flag("output", "The file to write (replaced atomically, mode 0644).").Required().String()
+	dumpEvery := dumpACS.Flag("interval", "Write it again every interval until stopped (a sidecar that follows ACS changes and PCI hot-plug); 0: once.").Default("0s").Duration()
 	app.Version(version.Print("fabric_exporter"))
 	app.HelpFlag.Short('h')
 	if len(args) > 0 && args[0] == "analyze" {
 		fmt.Fprintln(os.Stderr, "fabric_exporter: the benchmark analysis is its own command now: fabric_analyze (same flags; make build-analyze)")
 		return 2
 	}
-	if _, err := app.Parse(args); err != nil {
+	cmd, err := app.Parse(args)
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "fabric_exporter: %v\n", err)
 		return 2
 	}
 
 	logger := newLogger(*logLevel, *logFormat)
+	if cmd == dumpACS.FullCommand() {
+		return runDumpACS(*sysfs, *dumpOut, *dumpEvery, logger)
+	}
 	if *maxProcs > 0 {
 		runtime.GOMAXPROCS(*maxProcs)
 	}
