@@ -24,6 +24,7 @@ var layers = map[string][]string{
 	"internal/nccl":           {"internal/nccl/inspector"},
 	"internal/nccl/inspector": nil,
 	"internal/ncclras":        nil,
+	"internal/kmsg":           nil,
 	"internal/optics":         nil,
 	"internal/ethtoolnl":      nil,
 	"internal/rdmanl":         nil,
