@@ -44,6 +44,9 @@ type Options struct {
 	// ScrapeTimeoutOffset is taken from a scrape's own timeout (its
 	// request's X-Prometheus-Scrape-Timeout-Seconds) to bound it.
 	ScrapeTimeoutOffset time.Duration
+
+	// KernelEvents configures the kernel-events collector.
+	KernelEvents KernelEventsOptions
 }
 
 // sysPath joins elements under the sysfs root.

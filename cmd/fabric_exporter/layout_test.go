@@ -39,6 +39,7 @@ var layers = map[string][]string{
 	"internal/fakekubelet":    nil,
 	"internal/fakeras":        nil,
 	"collector": {"internal/exposition", "internal/sysfs", "internal/proc", "internal/nccl", "internal/nccl/inspector",
+		"internal/kmsg",
 		"internal/ncclras", "internal/optics", "internal/ethtoolnl", "internal/rdmanl", "internal/gpu", "internal/gpu/nvidia",
 		"internal/procwatch", "internal/netnsdial"},
 	"alerts":     nil,
