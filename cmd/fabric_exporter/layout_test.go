@@ -28,6 +28,7 @@ var layers = map[string][]string{
 	"internal/optics":         nil,
 	"internal/ethtoolnl":      nil,
 	"internal/rdmanl":         nil,
+	"internal/devlinknl":      nil,
 	"internal/procwatch":      {"internal/proc", "internal/sysfs", "internal/rdmanl"},
 	"internal/netnsdial":      nil,
 	"internal/gpu":            nil,

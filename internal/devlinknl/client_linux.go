@@ -1,0 +1,200 @@
+//go:build linux
+
+package devlinknl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/mdlayher/genetlink"
+	"github.com/mdlayher/netlink"
+)
+
+// DefaultTimeout bounds a request when its context has no earlier deadline.
+const DefaultTimeout = 5 * time.Second
+
+// maxPending bounds the requests left blocked in the kernel (one per
+// device and request kind): beyond it, requests fail at once.
+const maxPending = 64
+
+// maxAnswers bounds the answers of one dump that are decoded (a kernel
+// before 6.6 answers every instance's reporters to a dump with a handle).
+const maxAnswers = 4096
+
+// Client sends devlink requests, each on its own generic netlink socket in
+// its own goroutine (see the package comment). Safe for concurrent use.
+type Client struct {
+	dial func() (*genetlink.Conn, error) // replaced in tests (genltest)
+	// noDeadline: the socket takes no deadline (genltest's fake); a real
+	// one always does.
+	noDeadline bool
+
+	mu      sync.Mutex
+	pending map[string]time.Time // request key -> when it was sent
+}
+
+// NewClient returns a client.
+func NewClient() *Client {
+	return &Client{dial: func() (*genetlink.Conn, error) { return genetlink.Dial(nil) }}
+}
+
+// HealthReporters returns the health reporters of an instance and of its
+// ports, at most MaxReporters, in the kernel's order.
+func (c *Client) HealthReporters(ctx context.Context, h Handle) ([]Reporter, error) {
+	var out []Reporter
+	err := c.do(ctx, "health "+h.String(), func(conn *genetlink.Conn, fam genetlink.Family) error {
+		req, err := encodeHandle(h)
+		if err != nil {
+			return err
+		}
+		msgs, err := conn.Execute(genetlink.Message{
+			Header: genetlink.Header{Command: cmdHealthReporterGet, Version: familyVersion}, Data: req,
+		}, fam.ID, netlink.Request|netlink.Dump)
+		if err != nil {
+			return err
+		}
+		var rs []Reporter
+		for i, m := range msgs {
+			if i == maxAnswers {
+				break
+			}
+			got, r, err := DecodeReporter(m.Data)
+			if err != nil {
+				return err
+			}
+			if got == h && len(rs) < MaxReporters { // before 6.6: the whole dump
+				rs = append(rs, r)
+			}
+		}
+		if len(rs) > 0 {
+			out = rs
+			return nil
+		}
+		// No reporter: does the instance exist? (A kernel before 6.6
+		// answers a dump with an unknown handle with the other
+		// instances' reporters, or none.)
+		_, err = conn.Execute(genetlink.Message{
+			Header: genetlink.Header{Command: cmdGet, Version: familyVersion}, Data: req,
+		}, fam.ID, netlink.Request)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Info returns the devlink information of an instance.
+func (c *Client) Info(ctx context.Context, h Handle) (Info, error) {
+	var info Info
+	err := c.do(ctx, "info "+h.String(), func(conn *genetlink.Conn, fam genetlink.Family) error {
+		req, err := encodeHandle(h)
+		if err != nil {
+			return err
+		}
+		msgs, err := conn.Execute(genetlink.Message{
+			Header: genetlink.Header{Command: cmdInfoGet, Version: familyVersion}, Data: req,
+		}, fam.ID, netlink.Request)
+		if err != nil {
+			return err
+		}
+		if len(msgs) != 1 {
+			return fmt.Errorf("devlink info of %s: %d answers", h, len(msgs))
+		}
+		got, i, err := DecodeInfo(msgs[0].Data)
+		if err != nil {
+			return err
+		}
+		if got != h {
+			return fmt.Errorf("devlink info of %s answered for %s", h, got)
+		}
+		info = i
+		return nil
+	})
+	if err != nil { // info may still be written by a blocked request
+		return Info{}, err
+	}
+	return info, nil
+}
+
+// do runs one request in a goroutine and waits for it until the context's
+// deadline or DefaultTimeout. A request left blocked keeps its key pending
+// until the kernel lets it go; meanwhile requests with that key fail at
+// once with ErrTimeout.
+func (c *Client) do(ctx context.Context, key string, fn func(*genetlink.Conn, genetlink.Family) error) error {
+	now := time.Now()
+	c.mu.Lock()
+	if since, ok := c.pending[key]; ok {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: the request sent %s ago is still blocked in the kernel", ErrTimeout, now.Sub(since).Round(time.Second))
+	}
+	if len(c.pending) >= maxPending {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %d requests are blocked in the kernel", ErrTimeout, maxPending)
+	}
+	if c.pending == nil {
+		c.pending = map[string]time.Time{}
+	}
+	c.pending[key] = now
+	c.mu.Unlock()
+
+	deadline := now.Add(DefaultTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := c.exchange(deadline, fn)
+		c.mu.Lock()
+		delete(c.pending, key)
+		c.mu.Unlock()
+		done <- err
+	}()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return MapError(err)
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	select { // an answer and the deadline at once: take the answer
+	case err := <-done:
+		return MapError(err)
+	default:
+		return fmt.Errorf("%w (%s)", ErrTimeout, key)
+	}
+}
+
+// exchange opens a socket, looks the family up and runs fn.
+func (c *Client) exchange(deadline time.Time, fn func(*genetlink.Conn, genetlink.Family) error) error {
+	conn, err := c.dial()
+	if err != nil {
+		return fmt.Errorf("opening generic netlink socket: %w", err)
+	}
+	defer conn.Close()
+	if !c.noDeadline {
+		if err := conn.SetDeadline(deadline); err != nil {
+			return err
+		}
+	}
+	fam, err := conn.GetFamily(familyName)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: no %q generic netlink family (a kernel without CONFIG_NET_DEVLINK)", ErrNotAvailable, familyName)
+	}
+	if err != nil {
+		return fmt.Errorf("devlink family: %w", err)
+	}
+	return fn(conn, fam)
+}
+
+// Pending returns how many requests are blocked in the kernel.
+func (c *Client) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending)
+}
