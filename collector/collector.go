@@ -107,6 +107,7 @@ type Spec struct {
 
 // specs is the table of all collectors, sorted by name.
 var specs = [...]Spec{
+	{Name: "devlink", Default: true, Help: "Driver health of every RDMA HCA on PCI through devlink generic netlink, read in the background: the health reporters (mlx5: fw, fw_fatal, vnic, tx, rx) with state, error and recovery counts, whether the device answers at all (a wedged driver), driver and firmware versions. Needs the host network namespace.", Flags: devlinkFlags, New: newDevlinkCollector},
 	{Name: "gpu", Default: true, Help: "GPU activity (DCGM profiling fields 1001-1005, 1009, 1010, or NVML GPM), inventory, compute processes and NVLink state, errors and traffic (NVML).", Flags: gpuFlags, New: newGPUCollector},
 	{Name: "kernel-events", Default: false, Help: "Kernel log events no counter shows (/dev/kmsg, followed in the background from the exporter's start): mlx5 health, firmware and command timeouts, transmit queue timeouts, port module (cable) events, PCIe AER, hot-plug link loss and DPC, NVIDIA Xid and GPUs fallen off the bus, per device with its rails and GPUs. Needs CAP_SYSLOG where kernel.dmesg_restrict is 1, so off by default.", Flags: kernelEventsFlags, New: newKernelEventsCollector},
 	{Name: "kubernetes", Default: true, Help: "Kubernetes device allocation from the kubelet's pod-resources API (--collector.kubernetes.pod-resources-socket): devices (GPUs, RDMA) per pod and container, allocatable devices, GPUs per pod. Without the socket it reports no data.", Flags: kubernetesFlags, New: newKubernetesCollector},

@@ -38,6 +38,7 @@ type Options struct {
 	Kubernetes    KubernetesOptions
 	// NCCLRAS configures the nccl-ras collector.
 	NCCLRAS NCCLRASOptions
+	Devlink DevlinkOptions // the devlink collector
 
 	// ScrapeTimeout bounds one scrape's collectors (0 = none).
 	ScrapeTimeout time.Duration

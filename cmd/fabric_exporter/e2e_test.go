@@ -171,6 +171,7 @@ func TestEndToEnd(t *testing.T) {
 	addr, logs := startExporterWith(t, ncclAndInspectorRead,
 		"--path.sysfs="+fixtureSys, "--path.procfs="+fixtureProc, "--collector.pfc.ethtool-fixtures="+fixtureEth,
 		"--collector.gpu.fixture="+fixtureGPU, "--collector.phy.fixtures="+fixturePhy, "--collector.kubernetes.pod-resources-socket="+sock,
+		"--collector.devlink.fixtures=../../collector/fixtures/devlink",
 		"--collector.nccl.log-path="+filepath.Join(logDir, "*.log"), "--collector.nccl.retention=0", "--collector.nccl.hostname=fixture-node0",
 		"--collector.nccl-inspector.dump-dir="+inspDir, "--collector.nccl-inspector.retention=0")
 	// fabric_scrape_read_errors_total counts the fixture's unreadable files

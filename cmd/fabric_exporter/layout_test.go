@@ -42,7 +42,7 @@ var layers = map[string][]string{
 	"collector": {"internal/exposition", "internal/sysfs", "internal/proc", "internal/nccl", "internal/nccl/inspector",
 		"internal/kmsg",
 		"internal/ncclras", "internal/optics", "internal/ethtoolnl", "internal/rdmanl", "internal/gpu", "internal/gpu/nvidia",
-		"internal/procwatch", "internal/netnsdial"},
+		"internal/procwatch", "internal/netnsdial", "internal/devlinknl"},
 	"alerts":     nil,
 	"dashboards": {"alerts"},
 }

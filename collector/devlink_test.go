@@ -1,0 +1,298 @@
+package collector
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/devlinknl"
+	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
+)
+
+// newTestDevlink returns a devlink collector on the fixture sysfs tree
+// (default rails mlx5_0 and mlx5_3) without its poller: tests call poll.
+func newTestDevlink(t *testing.T, do DevlinkOptions) *devlinkCollector {
+	t.Helper()
+	o := fixtureOptions(t, fixtureSys)
+	o.Devlink = do
+	env, _ := testEnv()
+	c, err := newDevlinkState(env, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// devlinkFixture copies fixtures/devlink to a temp dir, applies the
+// replacements to health.json and writes not-answering.
+func devlinkFixture(t *testing.T, notAnswering string, replace ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"health.json", "info.json"} {
+		b, err := os.ReadFile(filepath.Join("fixtures/devlink", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		if f == "health.json" {
+			s = strings.NewReplacer(replace...).Replace(s)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if notAnswering != "" {
+		if err := os.WriteFile(filepath.Join(dir, "not-answering"), []byte(notAnswering+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const devlinkHeaders = `# HELP fabric_devlink_up 1 if the RDMA HCA's devlink instance (pci/<pci_bus_id>) answered the last health request within --collector.devlink.timeout, 0 if it failed or timed out: the driver does not answer (mlx5 holding the instance's lock through a firmware recovery, firmware commands timing out) or an earlier request is still blocked in the kernel. Absent for a device without a devlink instance and when the kernel has no devlink.
+# TYPE fabric_devlink_up gauge
+`
+
+func TestDevlinkFixtures(t *testing.T) {
+	c := newTestDevlink(t, DevlinkOptions{Fixtures: "fixtures/devlink"})
+	c.poll(t.Context())
+	compare(t, c, devlinkHeaders+`fabric_devlink_up{device="mlx5_0",pci_bus_id="0000:18:00.0",rail="mlx5_0"} 1
+fabric_devlink_up{device="mlx5_3",pci_bus_id="0000:9a:00.0",rail="mlx5_3"} 1
+# HELP fabric_devlink_info The RDMA HCA's driver and firmware as devlink reports them: driver name, driver_version (/sys/module/<driver>/version: out-of-tree drivers such as MLNX_OFED's; "" for an in-tree driver, which has the kernel's), fw_version running and fw_version_stored (the flashed image: different after a firmware update that a reset has not activated yet), board_id (the PSID) and serial ("" when the driver gives none). The last read is kept while the device does not answer.
+# TYPE fabric_devlink_info gauge
+fabric_devlink_info{board_id="MT_0000000838",device="mlx5_0",driver="mlx5_core",driver_version="",fw_version="28.41.1000",fw_version_stored="28.41.1000",pci_bus_id="0000:18:00.0",rail="mlx5_0",serial=""} 1
+fabric_devlink_info{board_id="MT_0000000838",device="mlx5_3",driver="mlx5_core",driver_version="",fw_version="28.41.1000",fw_version_stored="28.43.1014",pci_bus_id="0000:9a:00.0",rail="mlx5_3",serial=""} 1
+# HELP fabric_devlink_health_reporter_errors_total Errors the driver reported to a devlink health reporter (devlink health's error count; it restarts when the driver re-registers the reporter).
+# TYPE fabric_devlink_health_reporter_errors_total counter
+fabric_devlink_health_reporter_errors_total{device="mlx5_0",devlink_port="",pci_bus_id="0000:18:00.0",rail="mlx5_0",reporter="fw"} 0
+fabric_devlink_health_reporter_errors_total{device="mlx5_0",devlink_port="",pci_bus_id="0000:18:00.0",rail="mlx5_0",reporter="fw_fatal"} 0
+fabric_devlink_health_reporter_errors_total{device="mlx5_0",devlink_port="",pci_bus_id="0000:18:00.0",rail="mlx5_0",reporter="vnic"} 0
+fabric_devlink_health_reporter_errors_total{device="mlx5_0",devlink_port="65535",pci_bus_id="0000:18:00.0",rail="mlx5_0",reporter="rx"} 0
+fabric_devlink_health_reporter_errors_total{device="mlx5_0",devlink_port="65535",pci_bus_id="0000:18:00.0",rail="mlx5_0",reporter="tx"} 0
+fabric_devlink_health_reporter_errors_total{device="mlx5_3",devlink_port="",pci_bus_id="0000:9a:00.0",rail="mlx5_3",reporter="fw"} 0
+fabric_devlink_health_reporter_errors_total{device="mlx5_3",devlink_port="",pci_bus_id="0000:9a:00.0",rail="mlx5_3",reporter="fw_fatal"} 0
+fabric_devlink_health_reporter_errors_total{device="mlx5_3",devlink_port="",pci_bus_id="0000:9a:00.0",rail="mlx5_3",reporter="vnic"} 0
+fabric_devlink_health_reporter_errors_total{device="mlx5_3",devlink_port="65535",pci_bus_id="0000:9a:00.0",rail="mlx5_3",reporter="rx"} 0
+fabric_devlink_health_reporter_errors_total{device="mlx5_3",devlink_port="65535",pci_bus_id="0000:9a:00.0",rail="mlx5_3",reporter="tx"} 2
+# HELP fabric_devlink_health_reporter_dump_timestamp_seconds When the dump the kernel keeps for a devlink health reporter was taken (Unix time): at the first error after the last `+"`devlink health dump clear`"+`, not necessarily the latest. Absent while no dump is kept, and on kernels that give only the boot-relative time.
+# TYPE fabric_devlink_health_reporter_dump_timestamp_seconds gauge
+fabric_devlink_health_reporter_dump_timestamp_seconds{device="mlx5_3",devlink_port="65535",pci_bus_id="0000:9a:00.0",rail="mlx5_3",reporter="tx"} 1.767323045e+09
+`, "fabric_devlink_up", "fabric_devlink_info", "fabric_devlink_health_reporter_errors_total", "fabric_devlink_health_reporter_dump_timestamp_seconds")
+	v := updateValues(t, c)
+	if len(v) != 2+2+3*10+1 {
+		t.Errorf("%d series, want 35", len(v))
+	}
+	if v[`fabric_devlink_health_reporter_healthy{mlx5_3,0000:9a:00.0,65535,tx,mlx5_3}`] != 1 ||
+		v[`fabric_devlink_health_reporter_recoveries_total{mlx5_3,0000:9a:00.0,65535,tx,mlx5_3}`] != 2 {
+		t.Errorf("mlx5_3 tx: %v", v)
+	}
+}
+
+// A fatal firmware error that was not recovered: fw_fatal in error state.
+func TestDevlinkReporterInError(t *testing.T) {
+	dir := devlinkFixture(t, "", `"reporter": "fw_fatal",
+                "state": "healthy",
+                "error": 0,
+                "recover": 0,`, `"reporter": "fw_fatal",
+                "state": "error",
+                "error": 1,
+                "recover": 0,
+                "last_dump_date": "2026-03-04",
+                "last_dump_time": "05:06:07",`)
+	c := newTestDevlink(t, DevlinkOptions{Fixtures: dir})
+	c.poll(t.Context())
+	v := updateValues(t, c)
+	for _, dev := range []string{"mlx5_0,0000:18:00.0", "mlx5_3,0000:9a:00.0"} {
+		if v["fabric_devlink_health_reporter_healthy{"+dev+",,fw_fatal,"+dev[:6]+"}"] != 0 ||
+			v["fabric_devlink_health_reporter_errors_total{"+dev+",,fw_fatal,"+dev[:6]+"}"] != 1 ||
+			v["fabric_devlink_health_reporter_dump_timestamp_seconds{"+dev+",,fw_fatal,"+dev[:6]+"}"] != 1772600767 ||
+			v["fabric_devlink_up{"+dev+","+dev[:6]+"}"] != 1 {
+			t.Errorf("%s: %v", dev, v)
+		}
+	}
+}
+
+// Per-device isolation: a device that stops answering is up 0 without its
+// reporter series (its last device information kept), the other keeps all
+// of its; the collector fails with a stable reason naming the device, and
+// recovers when it answers again.
+func TestDevlinkDeviceNotAnswering(t *testing.T) {
+	dir := devlinkFixture(t, "")
+	c := newTestDevlink(t, DevlinkOptions{Fixtures: dir, Timeout: time.Second})
+	c.poll(t.Context())
+	if err := os.WriteFile(filepath.Join(dir, "not-answering"), []byte("# wedged\npci/0000:9a:00.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		c.poll(t.Context())
+	}
+	var b strings.Builder
+	v := updateValuesErr(t, c)
+	for _, k := range slices.Sorted(maps.Keys(v)) {
+		if strings.Contains(k, "mlx5_3") {
+			b.WriteString(k + "\n")
+		}
+	}
+	if b.String() != "fabric_devlink_info{mlx5_3,0000:9a:00.0,mlx5_core,,28.41.1000,28.43.1014,MT_0000000838,,mlx5_3}\nfabric_devlink_up{mlx5_3,0000:9a:00.0,mlx5_3}\n" {
+		t.Errorf("mlx5_3's series:\n%s", b.String())
+	}
+	if v["fabric_devlink_up{mlx5_3,0000:9a:00.0,mlx5_3}"] != 0 || v["fabric_devlink_up{mlx5_0,0000:18:00.0,mlx5_0}"] != 1 ||
+		v["fabric_devlink_health_reporter_healthy{mlx5_0,0000:18:00.0,65535,tx,mlx5_0}"] != 1 || len(v) != 2+2+15 {
+		t.Errorf("%d series: %v", len(v), v)
+	}
+	st, reason := classify(c.Update(t.Context(), &exposition.Batch{}))
+	if st != StateFailed || reason != "devlink: mlx5_3 (pci/0000:9a:00.0): no answer within 1s (the driver holds its devlink instance, or an earlier request is still blocked)" {
+		t.Errorf("state %s %q", st, reason)
+	}
+	// It answers again: its series come back.
+	os.Remove(filepath.Join(dir, "not-answering"))
+	c.poll(t.Context())
+	v = updateValues(t, c)
+	if v["fabric_devlink_up{mlx5_3,0000:9a:00.0,mlx5_3}"] != 1 || v["fabric_devlink_health_reporter_errors_total{mlx5_3,0000:9a:00.0,65535,tx,mlx5_3}"] != 2 || len(v) != 2+2+30+1 {
+		t.Errorf("after recovery: %v", v)
+	}
+}
+
+// blockingSource answers for mlx5_0's function and blocks for mlx5_3's
+// until the request's deadline, as the kernel does while a driver holds
+// its devlink lock.
+type blockingSource struct {
+	infos atomic.Int32
+	mu    sync.Mutex
+	fail  error // when set, every request's answer
+}
+
+func (s *blockingSource) HealthReporters(ctx context.Context, h devlinknl.Handle) ([]devlinknl.Reporter, error) {
+	s.mu.Lock()
+	fail := s.fail
+	s.mu.Unlock()
+	if fail != nil {
+		return nil, fail
+	}
+	if h.Device == "0000:9a:00.0" {
+		<-ctx.Done()
+		return nil, devlinknl.ErrTimeout
+	}
+	if h.Device != "0000:18:00.0" {
+		return nil, devlinknl.ErrNoDevice
+	}
+	return []devlinknl.Reporter{{Name: "fw_fatal", State: devlinknl.StateError, Errors: 3}}, nil
+}
+
+func (s *blockingSource) Info(ctx context.Context, h devlinknl.Handle) (devlinknl.Info, error) {
+	s.infos.Add(1)
+	return devlinknl.Info{Driver: "mlx5_core", Running: map[string]string{"fw.version": "28.41.1000"}}, nil
+}
+
+func TestDevlinkBlockedDevice(t *testing.T) {
+	src := &blockingSource{}
+	c := newTestDevlink(t, DevlinkOptions{Source: src, Timeout: 50 * time.Millisecond})
+	start := time.Now()
+	c.poll(t.Context())
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("poll took %v", d)
+	}
+	v := updateValuesErr(t, c)
+	if v["fabric_devlink_up{mlx5_3,0000:9a:00.0,mlx5_3}"] != 0 || v["fabric_devlink_up{mlx5_0,0000:18:00.0,mlx5_0}"] != 1 ||
+		v["fabric_devlink_health_reporter_healthy{mlx5_0,0000:18:00.0,,fw_fatal,mlx5_0}"] != 0 ||
+		v["fabric_devlink_health_reporter_errors_total{mlx5_0,0000:18:00.0,,fw_fatal,mlx5_0}"] != 3 {
+		t.Errorf("%v", v)
+	}
+	// Information is read once, then every devlinkInfoEvery.
+	c.poll(t.Context())
+	if n := src.infos.Load(); n != 1 {
+		t.Errorf("%d info reads after two polls, want 1", n)
+	}
+	now := time.Now().Add(devlinkInfoEvery + time.Second)
+	c.now = func() time.Time { return now }
+	c.poll(t.Context())
+	if n := src.infos.Load(); n != 2 {
+		t.Errorf("%d info reads after the interval, want 2", n)
+	}
+}
+
+func TestDevlinkStates(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		do     DevlinkOptions
+		sysfs  string
+		state  State
+		reason string
+	}{
+		{name: "no devlink", do: DevlinkOptions{Source: &blockingSource{fail: devlinknl.ErrNotAvailable}}, state: StateNoHardware, reason: "devlink: not available"},
+		{name: "fixtures without files", do: DevlinkOptions{Fixtures: "fixtures/nonexistent"}, state: StateNoHardware, reason: "devlink: not available: no health.json or info.json in fixtures/nonexistent"},
+		{name: "other network namespace", do: DevlinkOptions{Source: &blockingSource{fail: devlinknl.ErrNoDevice}}, state: StateNoHardware,
+			reason: "none of the RDMA devices (i40iw0, mlx4_0, mlx5_0, mlx5_3) has a devlink instance in the exporter's network namespace (devlink instances live in the host's: run with the host network, hostNetwork: true or --network host)"},
+		{name: "refused", do: DevlinkOptions{Source: &blockingSource{fail: devlinknl.ErrNoPrivilege}}, state: StateFailed,
+			reason: "the kernel refused the devlink requests (they need no privilege: a seccomp or LSM policy?): devlink: not permitted"},
+		{name: "wrong sysfs", do: DevlinkOptions{Fixtures: "fixtures/devlink"}, sysfs: "/nonexistent/sys", state: StateSourceMissing},
+	} {
+		o := fixtureOptions(t, fixtureSys)
+		if tc.sysfs != "" {
+			o.SysfsPath = tc.sysfs
+		}
+		o.Devlink = tc.do
+		env, _ := testEnv()
+		c, err := newDevlinkState(env, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.poll(t.Context())
+		st, reason := classify(c.Update(t.Context(), &exposition.Batch{}))
+		if st != tc.state || tc.reason != "" && reason != tc.reason {
+			t.Errorf("%s: %s %q", tc.name, st, reason)
+		}
+		if n := len(updateValuesErr(t, c)); n != 0 {
+			t.Errorf("%s: %d series", tc.name, n)
+		}
+	}
+	if _, err := newDevlinkState(Env{}, &Options{Devlink: DevlinkOptions{Interval: time.Millisecond}}); err == nil {
+		t.Error("interval 1ms accepted")
+	}
+}
+
+// Through the poller: the first scrape waits for the first poll; Close
+// stops it.
+func TestDevlinkPoller(t *testing.T) {
+	o := fixtureOptions(t, fixtureSys)
+	o.Devlink = DevlinkOptions{Fixtures: "fixtures/devlink"}
+	env, _ := testEnv()
+	c, err := newDevlinkCollector(env, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.(*devlinkCollector).Close()
+	if v := updateValues(t, c); v["fabric_devlink_up{mlx5_0,0000:18:00.0,mlx5_0}"] != 1 {
+		t.Errorf("%v", v)
+	}
+}
+
+func TestParseDevlinkFixtures(t *testing.T) {
+	b, err := os.ReadFile("fixtures/devlink/health.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := devlinknl.ParseHealthJSON(b)
+	if err != nil || len(h) != 2 || len(h[devlinknl.PCI("0000:18:00.0")]) != 5 {
+		t.Errorf("%v %v", h, err)
+	}
+}
+
+// updateValuesErr is updateValues for a collector whose Update fails.
+func updateValuesErr(t testing.TB, c Collector) map[string]float64 {
+	t.Helper()
+	b := &exposition.Batch{}
+	c.Update(t.Context(), b)
+	out := map[string]float64{}
+	for s, v := range b.All() {
+		out[s.Family().Name()+"{"+strings.Join(s.Values(), ",")+"}"] = v
+	}
+	return out
+}
