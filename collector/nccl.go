@@ -76,7 +76,7 @@ type ncclCollector struct {
 
 	netInfo, conns, devInfo, ifInfo, info, warnings, lastLog, envInfo, gdrOff *exposition.Family
 	initFail, commRanks, commNodes, causeFam                                  *exposition.Family
-	peerInfo, netGDR, gdrPath, dmaBuf                                         *exposition.Family
+	peerInfo, netGDR, gdrPath, dmaBuf, gdrOn, p2pOff                          *exposition.Family
 
 	causes                                                          ncclCauses // the fallback cause (nccl_cause.go)
 	linesS, unparsedS, trackedS, bytesS, evictedS, filesS, backlogS *exposition.Series
@@ -180,6 +180,12 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 		gdrPath: env.Families.NewFamily("fabric_nccl_gdr_path_info",
 			"NCCL's own GPUDirect RDMA decision for a GPU and a NET device, from \"GPU Direct RDMA Enabled|Disabled for GPU … / HCA … (distance D <= M)\" (NCCL 2.4-2.29; 2.30 logs it at TRACE only): gdr=\"enabled\" or \"disabled\", distance NCCL's path type between them, max_distance the job's NCCL_NET_GDR_LEVEL as NCCL resolved it (numbers of that NCCL release), mode Default or PCI (2.26+, \"\" before). NCCL prints it only for a NET device that can do GDR (nvidia-peermem or DMA-BUF). gpu as in fabric_nccl_peer_transport_info (a bus id as its PCI address); for 2.24-2.28, which print the rank, the device of that rank in the process's channel lines, \"\" when none names it (rank is set when the line printed one). device is the entry of index in the latest \"NET/IB : Using\" list. At most 64 per process.",
 			gauge, "host", "pid", "gpu", "rank", "index", "device", "gdr", "distance", "max_distance", "mode"),
+		gdrOn: env.Families.NewFamily("fabric_nccl_gdr_enabled_info",
+			"GPU Direct RDMA enabled for a NET device (\"NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'\", NCCL 2.13+): NCCL can register GPU memory with it, through a peer-memory module or DMA-BUF. The counterpart of fabric_nccl_gdr_disabled_info.",
+			gauge, "host", "pid", "net", "device"),
+		p2pOff: env.Families.NewFamily("fabric_nccl_p2p_disabled_info",
+			"NCCL's \"P2P is disabled between connected GPUs X and Y\" (NCCL 2.12+; nvlink=\"true\" for the WARN \"… between NVLINK connected GPUs …\", which fails the init): the pair's path is within NCCL's P2P level but NVML's P2P read or write status is not OK. gpu and peer_gpu are X and Y, NVML indices. At most 64 per process.",
+			gauge, "host", "pid", "gpu", "peer_gpu", "nvlink"),
 		dmaBuf: env.Families.NewFamily("fabric_nccl_dmabuf_info",
 			"\"DMA-BUF is available on GPU device N\" (NCCL 2.13+): the CUDA device (CUDA's index, as the process sees it) can register GPU memory with the HCA through DMA-BUF, without a peer-memory module. NCCL prints nothing when it is not available. At most 16 per process.",
 			gauge, "host", "pid", "cuda_device"),
@@ -389,9 +395,15 @@ func (c *ncclCollector) seriesOf(p *nccl.Process) *ncclSeries {
 	for _, g := range p.GDRDisabled {
 		s.gdr = append(s.gdr, c.gdrOff.With(h, pid, g.Net, g.Device, g.Reason))
 	}
+	for _, g := range p.GDREnabled {
+		s.gdr = append(s.gdr, c.gdrOn.With(h, pid, g.Net, g.Device))
+	}
 	s.peers = s.peers[:0]
 	for _, e := range p.Peers {
 		s.peers = append(s.peers, c.peerInfo.With(h, pid, e.GPU, e.PeerGPU, e.Transport))
+	}
+	for _, e := range p.P2PDisabled {
+		s.peers = append(s.peers, c.p2pOff.With(h, pid, e.GPU, e.PeerGPU, strconv.FormatBool(e.NVLink)))
 	}
 	s.netUses = s.netUses[:0]
 	for _, e := range p.NetUses {
