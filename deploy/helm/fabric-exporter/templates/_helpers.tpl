@@ -38,3 +38,49 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
+
+{{/*
+The ACS reader (pcieACSReader): `fabric_exporter dump-acs` as uid 0 with
+CAP_SYS_ADMIN and the binary's two file capabilities, the host's /sys
+read-only, writing the ACS file on the pcie-acs volume; once (an init
+container) or every interval (a sidecar). components/pcie-acs-reader and
+pcie-acs-refresh of the kustomize base.
+*/}}
+{{- define "fabric-exporter.acsReader" -}}
+- name: {{ .name }}
+  image: {{ .image | quote }}
+  {{- with .pullPolicy }}
+  imagePullPolicy: {{ . }}
+  {{- end }}
+  args:
+  - dump-acs
+  - --output=/run/fabric-exporter/pcie-acs
+  {{- with .interval }}
+  - {{ printf "--interval=%s" . | quote }}
+  {{- end }}
+  {{- with .resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    runAsUser: 0
+    runAsNonRoot: false
+    readOnlyRootFilesystem: true
+    allowPrivilegeEscalation: false
+    privileged: false
+    capabilities:
+      drop:
+      - ALL
+      # SYS_ADMIN: the bridges' extended configuration space; SYS_PTRACE and
+      # DAC_READ_SEARCH: the image's binary carries them as file capabilities.
+      add:
+      - SYS_ADMIN
+      - SYS_PTRACE
+      - DAC_READ_SEARCH
+  volumeMounts:
+  - name: sys
+    mountPath: /host/sys
+    readOnly: true
+  - name: pcie-acs
+    mountPath: /run/fabric-exporter
+{{- end }}
