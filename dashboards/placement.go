@@ -14,8 +14,9 @@ var (
 )
 
 // placement: process memory per NUMA node against the NUMA node of the
-// process's GPUs and of the HCAs, PCIe topology, RDMA devices visible in the
-// serving containers, NCCL environment and numastat.
+// process's GPUs and of the HCAs, PCIe topology, the GPUDirect and P2P
+// judgement (gpudirect.go), RDMA devices visible in the serving containers,
+// NCCL environment and numastat.
 func placement(c alerts.Config) (dashboard.Dashboard, error) {
 	s := sel()
 	numa := func(names []string) []*promQuery {
@@ -50,7 +51,8 @@ func placement(c alerts.Config) (dashboard.Dashboard, error) {
 		uid:   "fabric-placement",
 		title: "Placement",
 		description: "Where the serving processes run relative to their GPUs and HCAs: process memory per NUMA node, " +
-			"NUMA nodes and PCIe paths of GPUs and RDMA devices, RDMA devices visible in the containers, NCCL environment and numastat.",
+			"NUMA nodes and PCIe paths of GPUs and RDMA devices, GPUDirect RDMA and P2P per GPU pair and rail (open, closed, by design, unknown), " +
+			"RDMA devices visible in the containers, NCCL environment and numastat.",
 	}).
 		WithRow(row("Process memory vs the NUMA node of its GPUs")).
 		WithPanel(thresholdLine(ratioPanel("Process memory on its GPUs' NUMA nodes",
@@ -97,7 +99,8 @@ func placement(c alerts.Config) (dashboard.Dashboard, error) {
 					"rowField":    "node_gpu",
 					"valueField":  "path",
 				},
-			}})).
+			}}))
+	b = gpudirectRows(b).
 		WithRow(row("Containers and NCCL environment")).
 		WithPanel(tablePanel("RDMA devices visible to processes",
 			"Whether /dev/infiniband/<node> of each RDMA device exists in the mount namespace of the process. "+
