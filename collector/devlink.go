@@ -117,7 +117,11 @@ type devlinkCollector struct {
 
 	mu      sync.Mutex
 	devices []devlinkDevice
-	state   error // the last poll's collector state
+	state   error  // the last poll's collector state
+	gen     uint64 // polls stored
+
+	bound    map[devlinkSeriesKey]*devlinkSeries // Update's (serialised): the series of poll boundGen
+	boundGen uint64
 
 	upF, healthyF, errorsF, recoveriesF, dumpF, infoF *exposition.Family
 }
@@ -268,6 +272,7 @@ func (c *devlinkCollector) poll(ctx context.Context) {
 func (c *devlinkCollector) store(devs []devlinkDevice, state error) {
 	c.mu.Lock()
 	c.devices, c.state = devs, state
+	c.gen++
 	c.mu.Unlock()
 }
 
@@ -326,6 +331,35 @@ func (c *devlinkCollector) ask(ctx context.Context, h devlinkHCA, old *devlinkIn
 	return res
 }
 
+// devlinkSeries are a device's series, bound once per poll and rail label.
+type devlinkSeries struct {
+	up, info  *exposition.Series
+	reporters [][4]*exposition.Series // healthy, errors, recoveries, dump time (nil without a dump)
+}
+
+type devlinkSeriesKey struct{ pci, rail string }
+
+func (c *devlinkCollector) bind(d devlinkDevice, rail string) *devlinkSeries {
+	dev, pci := d.hca.device, d.hca.pci
+	s := &devlinkSeries{up: c.upF.With(dev, pci, rail)}
+	if i := d.info; i != nil && i.ok {
+		s.info = c.infoF.With(dev, pci, i.driver, i.driverVersion, i.fw, i.fwStored, i.boardID, i.serial, rail)
+	}
+	for _, r := range d.reporters {
+		port := ""
+		if r.HasPort {
+			port = strconv.FormatUint(uint64(r.Port), 10)
+		}
+		rs := [4]*exposition.Series{c.healthyF.With(dev, pci, port, r.Name, rail), c.errorsF.With(dev, pci, port, r.Name, rail),
+			c.recoveriesF.With(dev, pci, port, r.Name, rail)}
+		if r.DumpNS != 0 {
+			rs[3] = c.dumpF.With(dev, pci, port, r.Name, rail)
+		}
+		s.reporters = append(s.reporters, rs)
+	}
+	return s
+}
+
 // Update copies the last poll into the batch. Only the first scrape waits,
 // for the first poll (bounded by the scrape's deadline).
 func (c *devlinkCollector) Update(ctx context.Context, b *exposition.Batch) error {
@@ -335,32 +369,33 @@ func (c *devlinkCollector) Update(ctx context.Context, b *exposition.Batch) erro
 		return ctx.Err()
 	}
 	c.mu.Lock()
-	devs, state := c.devices, c.state
+	devs, state, gen := c.devices, c.state, c.gen
 	c.mu.Unlock()
+	if c.bound == nil || gen != c.boundGen {
+		c.bound, c.boundGen = map[devlinkSeriesKey]*devlinkSeries{}, gen
+	}
 	var rails []Rail
 	if c.opts.Rails != nil && len(devs) > 0 {
 		rails = c.opts.Rails.Current(ctx)
 	}
 	for _, d := range devs {
-		dev, pci, rail := d.hca.device, d.hca.pci, railsOfDevice(rails, d.hca.device)
-		b.AddWith(c.upF, b2f(d.err == nil), dev, pci, rail)
-		if i := d.info; i != nil && i.ok {
-			b.AddWith(c.infoF, 1, dev, pci, i.driver, i.driverVersion, i.fw, i.fwStored, i.boardID, i.serial, rail)
+		key := devlinkSeriesKey{d.hca.pci, railsOfDevice(rails, d.hca.device)}
+		s := c.bound[key]
+		if s == nil {
+			s = c.bind(d, key.rail)
+			c.bound[key] = s
 		}
+		b.Add(s.up, b2f(d.err == nil))
+		b.Add(s.info, 1)
 		if d.err != nil {
 			continue
 		}
-		for _, r := range d.reporters {
-			port := ""
-			if r.HasPort {
-				port = strconv.FormatUint(uint64(r.Port), 10)
-			}
-			b.AddWith(c.healthyF, b2f(r.State == devlinknl.StateHealthy), dev, pci, port, r.Name, rail)
-			b.AddWith(c.errorsF, float64(r.Errors), dev, pci, port, r.Name, rail)
-			b.AddWith(c.recoveriesF, float64(r.Recoveries), dev, pci, port, r.Name, rail)
-			if r.DumpNS != 0 {
-				b.AddWith(c.dumpF, float64(r.DumpNS)/1e9, dev, pci, port, r.Name, rail)
-			}
+		for i, r := range d.reporters {
+			rs := s.reporters[i]
+			b.Add(rs[0], b2f(r.State == devlinknl.StateHealthy))
+			b.Add(rs[1], float64(r.Errors))
+			b.Add(rs[2], float64(r.Recoveries))
+			b.Add(rs[3], float64(r.DumpNS)/1e9)
 		}
 	}
 	return state
@@ -369,11 +404,14 @@ func (c *devlinkCollector) Update(ctx context.Context, b *exposition.Batch) erro
 // railsOfDevice returns the names of the present rails on an RDMA
 // device's ports, joined by ",".
 func railsOfDevice(rails []Rail, device string) string {
-	var names []string
+	out := ""
 	for _, r := range rails {
 		if r.Present && r.Device == device {
-			names = append(names, r.Name)
+			if out != "" {
+				out += ","
+			}
+			out += r.Name
 		}
 	}
-	return strings.Join(names, ",")
+	return out
 }
