@@ -60,6 +60,7 @@ func allFixtureExporter(t *testing.T) *Exporter {
 	if _, err := app.Parse([]string{
 		"--collector.pfc.ethtool-fixtures=fixtures/ethtool", "--collector.phy.fixtures=fixtures/phy",
 		"--collector.devlink.fixtures=fixtures/devlink",
+		"--collector.kernel-events.path=../internal/kmsg/testdata/fabric.kmsg",
 		"--collector.gpu.fixture=fixtures/gpu/dcgm-8gpu.json", "--collector.kubernetes.pod-resources-socket=" + sock,
 		"--collector.nccl.log-path=fixtures/nccl/*.log", "--collector.nccl.retention=0",
 		"--collector.nccl-inspector.dump-dir=" + insp, "--collector.nccl-inspector.retention=0",

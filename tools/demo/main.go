@@ -106,6 +106,7 @@ func run(exporter, root, listen, dir string, extra []string) error {
 	args := []string{
 		"--path.sysfs=" + fx("sys"), "--path.procfs=" + fx("proc"),
 		"--collector.pfc.ethtool-fixtures=" + fx("ethtool"), "--collector.phy.fixtures=" + fx("phy"),
+		"--collector.devlink.fixtures=" + fx("devlink"),
 		"--collector.gpu.fixture=" + fx("gpu/dcgm-8gpu.json"),
 		"--collector.kubernetes.pod-resources-socket=" + sock,
 		// Real NCCL logs: the sample logs, the fixture node's process
