@@ -63,7 +63,7 @@ func TestParseACSFileRejects(t *testing.T) {
 	for _, bad := range []string{
 		"",
 		"time 1\n0000:17:01.0 4096 none\n",
-		acsFileHeader + "\n0000:17:01.0 4096 none\n",                  // no time
+		acsFileHeader + "\n0000:17:01.0 4096 none\n", // no time
 		ok + "time 2\n",                                               // two times
 		ok + "0000:17:01.0 4096 cap=7f\n",                             // no ctl
 		ok + "0000:17:01.0 64 cap=007f ctl=001d\n",                    // registers from 64 bytes
