@@ -50,30 +50,35 @@ func matrixBy(column string) []dashboard.DataTransformerConfig {
 // gpudirectRows adds the GPUDirect and P2P row to the Placement dashboard.
 func gpudirectRows(b *dashboard.DashboardBuilder) *dashboard.DashboardBuilder {
 	s := sel()
-	unknown := `count by (cluster, instance, record, cause) (
-  label_replace(gpu_pair:fabric_p2p_path:info` + sel(`state="unknown"`) + `, "record", "P2P (GPU pairs)", "", "")
-  or label_replace(gpu_rail:fabric_gdr_path:info` + sel(`state="unknown"`) + `, "record", "GPUDirect RDMA (GPU × rail)", "", "")
+	byState := `count by (cluster, instance, record, state, cause) (
+  label_replace(gpu_pair:fabric_p2p_path:info` + s + `, "record", "P2P (GPU pairs)", "", "")
+  or label_replace(gpu_rail:fabric_gdr_path:info` + s + `, "record", "GPUDirect RDMA (GPU × rail)", "", "")
 )`
 	return b.
 		WithRow(row("GPUDirect and P2P")).
-		WithPanel(tablePanel("Unknown judgements and what to grant",
-			"GPU pairs and GPU × rail paths whose judgement is unknown because an input that decides it was not read, "+
-				"per node and cause, with what makes it known. An unknown path is never reported open and never warns "+
+		WithPanel(tablePanel("Judgements by state, and what to grant",
+			"GPU pairs and GPU × rail paths per node, state and cause. An unknown one (orange) lacks an input that decides it; "+
+				"the cause column says what makes it known. An unknown path is never reported open and never warns "+
 				"(docs/runbooks.md, GPUP2PClosed and GPUDirectRDMAOff).",
-			half, []string{"instance", "record", "cause", "Value"}, nil,
-			instant(unknown)).
+			half, []string{"instance", "record", "state", "cause", "Value"}, nil,
+			instant(byState)).
+			OverrideByName("state", colorCells(valueMappings(
+				mapping{"open", "open", "green"}, mapping{"closed", "closed", "red"},
+				mapping{"by_design", "by design", "blue"}, mapping{"unknown", "unknown", "orange"}))).
 			OverrideByName("cause", colorCells(valueMappings(grantText...)))).
 		WithPanel(tablePanel("PCIe configuration space read (ACS)",
 			"Least configuration space the exporter (or the ACS file of the opt-in reader) could read of the bridges on its GPUs' "+
 				"and HCAs' paths: 4096 says ACS; 64 is a reader without CAP_SYS_ADMIN (ACS unknown: Helm pcieACSReader.enabled or "+
 				"kustomize components/pcie-acs-reader); 256 a conventional or VM bridge. Second query: age of the ACS file "+
-				"(--collector.pcie.acs-file) in seconds; restart the pod, or use the refresh sidecar, after changing ACS.",
+				"(--collector.pcie.acs-file) in seconds, -1 without one; restart the pod, or use the refresh sidecar, after changing ACS.",
 			half, nil, nil,
 			instant("min by (cluster, instance) (fabric_pcie_config_space_readable_bytes"+s+")"),
-			instant("time() - fabric_pcie_acs_file_timestamp_seconds"+s)).
+			instant("max by (cluster, instance) (time() - fabric_pcie_acs_file_timestamp_seconds"+s+")\n"+
+				"or on (cluster, instance) min by (cluster, instance) (0 * fabric_pcie_config_space_readable_bytes"+s+") - 1")).
 			Transformations([]dashboard.DataTransformerConfig{{Id: "merge", Options: map[string]any{}},
 				organize([]string{"instance", "Value #A", "Value #B"}, []string{"cluster"})}).
-			OverrideByName("Value #B", []dashboard.DynamicConfigValue{{Id: "unit", Value: unitSeconds}}).
+			OverrideByName("Value #B", append([]dashboard.DynamicConfigValue{{Id: "unit", Value: unitSeconds}},
+				colorCells(valueMappings(mapping{"-1", "no ACS file", "text"}))...)).
 			OverrideByName("Value #A", colorCells(valueMappings(
 				mapping{"4096", "4096: ACS read", "green"}, mapping{"256", "256: no extended space", "orange"},
 				mapping{"64", "64: ACS unknown (no CAP_SYS_ADMIN)", "orange"})))).
