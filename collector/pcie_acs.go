@@ -51,7 +51,7 @@ func newPCIeACS(env Env, acsFilePath string) pcieACS {
 			"When `fabric_exporter dump-acs` read the ACS registers in --collector.pcie.acs-file (Unix seconds): the exporter uses them for the bridges whose extended configuration space it cannot read itself. Absent without the flag, or while the file is missing or unreadable.",
 			g).With(),
 		readable: env.Families.NewFamily("fabric_pcie_config_space_readable_bytes",
-			"Bytes of the bridge's PCI configuration space (sysfs config) the exporter could read: 4096 with the extended space, 256 for conventional PCI or a platform without extended access, 64 for a reader without CAP_SYS_ADMIN. ACS is known only at 4096.",
+			"Bytes of the bridge's PCI configuration space (sysfs config) the exporter could read, or the privileged reader of --collector.pcie.acs-file where the exporter got fewer: 4096 with the extended space, 256 for conventional PCI or a platform without extended access, 64 for a reader without CAP_SYS_ADMIN. ACS is known only at 4096.",
 			g, "pci_bus_id"),
 		present: env.Families.NewFamily("fabric_pcie_acs_present",
 			"1 when the bridge has the PCIe Access Control Services extended capability, 0 when its extended capability list has none. Absent when the extended configuration space could not be read.",
