@@ -38,7 +38,7 @@ func TestNCCLBusIDSeries(t *testing.T) {
 		"g212:300:301 [1] NCCL INFO Channel 00/0 : 1[1c000] -> 9[1c000] [send] via NET/IB/0\n"+
 		"g212:300:301 [1] NCCL INFO GPU Direct RDMA Disabled for GPU 1b000 / HCA 0 (distance 4 > 3)\n")
 	compare(t, c, `
-# HELP fabric_nccl_peer_transport_info NCCL's transport between a GPU of the process and a peer GPU of the same host, from its channel lines ("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"): P2P/IPC, P2P/CUMEM, P2P/direct pointer (the fast path) or SHM (through host memory). gpu and peer_gpu are the devices in brackets: the NVML index (the exporter's gpu label) from NCCL 2.19, the PCI address for the bus id of NCCL 2.7-2.18 ("0[1a000]"). At most 64 per process.
+# HELP fabric_nccl_peer_transport_info NCCL's transport between a GPU of the process and a peer GPU of the same host, from its channel lines ("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"): P2P/IPC, P2P/CUMEM, P2P/direct pointer (the fast path) or SHM (through host memory). gpu and peer_gpu are the devices in brackets: the NVML index (the exporter's gpu label) from NCCL 2.18.3, the PCI address for the bus id of NCCL 2.5-2.18.1 (the logged version decides) ("0[1a000]"). At most 64 per process.
 # TYPE fabric_nccl_peer_transport_info gauge
 fabric_nccl_peer_transport_info{gpu="0000:1b:00.0",host="g25",peer_gpu="0000:1c:00.0",pid="100",transport="SHM"} 1
 fabric_nccl_peer_transport_info{gpu="0000:86:00.0",host="g26",peer_gpu="0000:87:00.0",pid="200",transport="P2P/IPC"} 1

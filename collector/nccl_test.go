@@ -242,7 +242,7 @@ fabric_nccl_net_gdr_info{device="eth0",gdr="false",gpu="1",host="gpu2",index="0"
 # TYPE fabric_nccl_net_info gauge
 fabric_nccl_net_info{host="gpu1",net="IB",pid="4242"} 1
 fabric_nccl_net_info{host="gpu2",net="Socket",pid="77"} 1
-# HELP fabric_nccl_peer_transport_info NCCL's transport between a GPU of the process and a peer GPU of the same host, from its channel lines ("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"): P2P/IPC, P2P/CUMEM, P2P/direct pointer (the fast path) or SHM (through host memory). gpu and peer_gpu are the devices in brackets: the NVML index (the exporter's gpu label) from NCCL 2.19, the PCI address for the bus id of NCCL 2.7-2.18 ("0[1a000]"). At most 64 per process.
+# HELP fabric_nccl_peer_transport_info NCCL's transport between a GPU of the process and a peer GPU of the same host, from its channel lines ("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"): P2P/IPC, P2P/CUMEM, P2P/direct pointer (the fast path) or SHM (through host memory). gpu and peer_gpu are the devices in brackets: the NVML index (the exporter's gpu label) from NCCL 2.18.3, the PCI address for the bus id of NCCL 2.5-2.18.1 (the logged version decides) ("0[1a000]"). At most 64 per process.
 # TYPE fabric_nccl_peer_transport_info gauge
 fabric_nccl_peer_transport_info{gpu="0",host="gpu1",peer_gpu="1",pid="4242",transport="P2P/CUMEM"} 1
 # HELP fabric_nccl_socket_interface_info A network interface NCCL's socket transport uses, from "NET/Socket : Using [0]eth0:…".
