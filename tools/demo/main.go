@@ -103,8 +103,17 @@ func run(exporter, root, listen, dir string, extra []string) error {
 		ras = append(ras, addr)
 	}
 
+	// The bridges' ACS registers as the privileged reader writes them
+	// (fabric_exporter dump-acs, an init container in Kubernetes), here
+	// from the fixture tree.
+	acs := filepath.Join(dir, "acs")
+	if out, err := exec.Command(exporter, "dump-acs", "--path.sysfs="+fx("sys"), "--output="+acs).CombinedOutput(); err != nil {
+		return fmt.Errorf("dump-acs: %v: %s", err, out)
+	}
+
 	args := []string{
 		"--path.sysfs=" + fx("sys"), "--path.procfs=" + fx("proc"),
+		"--collector.pcie.acs-file=" + acs,
 		"--collector.pfc.ethtool-fixtures=" + fx("ethtool"), "--collector.phy.fixtures=" + fx("phy"),
 		"--collector.devlink.fixtures=" + fx("devlink"),
 		"--collector.gpu.fixture=" + fx("gpu/dcgm-8gpu.json"),
