@@ -27,6 +27,17 @@
 // /dev/kmsg` writes them, one after the other, from the start. Tests and
 // `make demo` use recordings.
 //
+// # Relay
+//
+// Relay (fabric_exporter relay-kmsg) copies the kernel log into a FIFO
+// that an exporter without the privilege reads as a recording: in
+// Kubernetes a hostPath /dev/kmsg opens only in a privileged container,
+// so a small privileged container relays it to the unprivileged exporter
+// (deploy/kubernetes/components/kernel-events). It starts after the
+// newest record, writes every record whole (Record.Raw), survives its
+// reader's restarts without losing or repeating a record the kernel still
+// holds, and logs the records the kernel overwrote while it waited.
+//
 // # Classification
 //
 // Classify looks at records of facility 0 only: userspace can write to

@@ -204,6 +204,9 @@ func TestParseRecord(t *testing.T) {
 			string(got.Device) != string(c.want.Device)) {
 			t.Errorf("%q: got %+v, want %+v", c.in, got, c.want)
 		}
+		if ok && string(got.Raw) != c.in {
+			t.Errorf("%q: Raw %q, want the whole record", c.in, got.Raw)
+		}
 	}
 }
 

@@ -18,6 +18,9 @@ type Record struct {
 	// Subsystem and Device are the record's SUBSYSTEM= and DEVICE=
 	// dictionary values ("pci", "+pci:0000:3b:00.0"), empty without.
 	Subsystem, Device []byte
+	// Raw is the whole record as it was read: the header line and the
+	// dictionary lines (what `cat /dev/kmsg` writes for it).
+	Raw []byte
 }
 
 // Kernel reports whether the record comes from the kernel: userspace
@@ -43,7 +46,7 @@ func (r *Record) PCIDevice() []byte {
 // fields after flags are ignored, as the ABI allows them to be added. It
 // reports false for anything else.
 func ParseRecord(b []byte) (Record, bool) {
-	var r Record
+	r := Record{Raw: b}
 	head, rest, ok := bytes.Cut(b, []byte{';'})
 	if !ok {
 		return r, false
