@@ -74,6 +74,9 @@ func run(args []string) int {
 	dumpACS := app.Command("dump-acs", "Write the ACS registers of every PCI bridge under --path.sysfs to a file for --collector.pcie.acs-file, then exit. Reading them needs CAP_SYS_ADMIN (a privileged init container or sidecar; the serving exporter does not need it then).")
 	dumpOut := dumpACS.Flag("output", "The file to write (replaced atomically, mode 0644).").Required().String()
 	dumpEvery := dumpACS.Flag("interval", "Write it again every interval until stopped (a sidecar that follows ACS changes and PCI hot-plug); 0: once.").Default("0s").Duration()
+	relayKmsg := app.Command("relay-kmsg", "Copy the kernel log, from now on, record by record into a FIFO that an exporter without the privilege reads (--collector.kernel-events.path=FIFO), until stopped; the exporter may restart meanwhile. Opening /dev/kmsg needs CAP_SYSLOG where kernel.dmesg_restrict is 1 and, in a container, the device: a privileged sidecar (deploy/kubernetes/components/kernel-events; the serving exporter does not need it then).")
+	relayIn := relayKmsg.Flag("input", "The kernel log device (a recording of it, a regular file or FIFO, for tests).").Default("/dev/kmsg").String()
+	relayOut := relayKmsg.Flag("output", "The FIFO to write, made mode 0644 where nothing is (anything else there is an error); writing waits until a reader opens it.").Required().String()
 	app.Version(version.Print("fabric_exporter"))
 	app.HelpFlag.Short('h')
 	if len(args) > 0 && args[0] == "analyze" {
@@ -87,8 +90,11 @@ func run(args []string) int {
 	}
 
 	logger := newLogger(*logLevel, *logFormat)
-	if cmd == dumpACS.FullCommand() {
+	switch cmd {
+	case dumpACS.FullCommand():
 		return runDumpACS(*sysfs, *dumpOut, *dumpEvery, logger)
+	case relayKmsg.FullCommand():
+		return runRelayKmsg(*relayIn, *relayOut, logger)
 	}
 	if *maxProcs > 0 {
 		runtime.GOMAXPROCS(*maxProcs)
