@@ -51,7 +51,7 @@ type KernelEventsOptions struct {
 
 func kernelEventsFlags(app *kingpin.Application, o *Options) {
 	k := &o.KernelEvents
-	app.Flag("collector.kernel-events.path", "The kernel log device, followed from the exporter's start. Not under --path.rootfs: a container reads the host's log only through the device itself (docker run --device /dev/kmsg); reading it needs CAP_SYSLOG where kernel.dmesg_restrict is 1. A regular file or FIFO is read from its start as a recording of /dev/kmsg records (tests, make demo).").
+	app.Flag("collector.kernel-events.path", "The kernel log device, followed from the exporter's start. Not under --path.rootfs: a container reads the host's log only through the device itself (docker run --device /dev/kmsg) or through the FIFO of `fabric_exporter relay-kmsg`; reading the device needs CAP_SYSLOG where kernel.dmesg_restrict is 1. A regular file or FIFO is read from its start as a recording of /dev/kmsg records: the relay's FIFO (deploy/kubernetes/components/kernel-events), tests, make demo.").
 		Default("/dev/kmsg").StringVar(&k.Path)
 	app.Flag("collector.kernel-events.replay", "Also count the records still in the kernel's log buffer at start (events since boot, as far as the buffer reaches). Off: every restart of the exporter would count the same old events again as new ones.").BoolVar(&k.Replay)
 	app.Flag("collector.kernel-events.poll-interval", "How often the kernel log is read.").Default("1s").
@@ -249,23 +249,39 @@ func (c *kernelEventsCollector) Update(ctx context.Context, b *exposition.Batch)
 	return nil
 }
 
-// openState explains why the log cannot be opened.
+// openState explains why the log cannot be opened, and what to grant:
+// for the kernel's device (the default path, or a character device there)
+// the privilege of each deployment shape; for another path (the FIFO of
+// fabric_exporter relay-kmsg, a recording) what makes it readable. A
+// non-root exporter in the image gets no CAP_SYSLOG from docker's
+// --cap-add (its binary's file capabilities are SYS_PTRACE and
+// DAC_READ_SEARCH only), hence --user 0; a Kubernetes container opens a
+// hostPath device only when privileged, hence the relay.
 func (c *kernelEventsCollector) openState(err error) error {
 	p := c.opts.Path
+	device := p == "/dev/kmsg"
+	if fi, serr := os.Stat(p); serr == nil {
+		device = fi.Mode()&os.ModeCharDevice != 0
+	}
 	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return sourceMissing(p, "give the container the host's device (docker run --device /dev/kmsg, or a privileged pod) or correct --collector.kernel-events.path",
+	case errors.Is(err, os.ErrNotExist) && !device:
+		return sourceMissing(p, "start fabric_exporter relay-kmsg --output="+p+" (components/kernel-events) or correct --collector.kernel-events.path",
 			"%s does not exist", p)
+	case errors.Is(err, os.ErrNotExist):
+		return sourceMissing(p, "give the container the host's device (docker run --device /dev/kmsg; Kubernetes: components/kernel-events relays it) or correct --collector.kernel-events.path",
+			"%s does not exist", p)
+	case errors.Is(err, os.ErrPermission) && !device:
+		return sourceMissing(p, "let the exporter's user read it (relay-kmsg makes its FIFO mode 0644)", "cannot read %s: permission denied", p)
 	case errors.Is(err, os.ErrPermission):
 		restrict := strings.TrimSpace(sysfs.ReadSmall(c.procfs, filepath.Join(c.procfs, "sys", "kernel", "dmesg_restrict")))
 		if restrict == "0" {
-			return sourceMissing(p, "allow the device to the container (docker run --device /dev/kmsg)",
+			return sourceMissing(p, "docker run --device /dev/kmsg; in Kubernetes only a privileged container opens a host device: components/kernel-events relays it",
 				"cannot read %s: permission denied although kernel.dmesg_restrict is 0: a device cgroup denies it", p)
 		}
 		if restrict == "" {
 			restrict = "unknown"
 		}
-		return sourceMissing(p, "grant CAP_SYSLOG (docker run --cap-add SYSLOG --device /dev/kmsg; systemd AmbientCapabilities=CAP_SYSLOG) or disable the collector",
+		return sourceMissing(p, "docker run --user 0 --cap-add SYSLOG --device /dev/kmsg; systemd: deploy/systemd/kernel-events.conf; Kubernetes: components/kernel-events",
 			"cannot read %s: permission denied: reading the kernel log needs CAP_SYSLOG (kernel.dmesg_restrict is %s)", p, restrict)
 	}
 	return fmt.Errorf("opening %s: %w", p, err)

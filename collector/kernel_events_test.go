@@ -137,20 +137,49 @@ func TestKernelEventsStates(t *testing.T) {
 		reason   string
 	}{
 		{&os.PathError{Op: "open", Path: "/dev/kmsg", Err: unix.ENOENT}, "1", StateSourceMissing,
-			"/dev/kmsg does not exist: give the container the host's device (docker run --device /dev/kmsg, or a privileged pod) or correct --collector.kernel-events.path"},
+			"/dev/kmsg does not exist: give the container the host's device (docker run --device /dev/kmsg; Kubernetes: components/kernel-events relays it) or correct --collector.kernel-events.path"},
+		// The image's user 65534 gets no SYSLOG from --cap-add: its binary's
+		// file capabilities are SYS_PTRACE and DAC_READ_SEARCH (Dockerfile).
 		{&os.PathError{Op: "open", Path: "/dev/kmsg", Err: unix.EPERM}, "1", StateSourceMissing,
-			"cannot read /dev/kmsg: permission denied: reading the kernel log needs CAP_SYSLOG (kernel.dmesg_restrict is 1): grant CAP_SYSLOG (docker run --cap-add SYSLOG --device /dev/kmsg; systemd AmbientCapabilities=CAP_SYSLOG) or disable the collector"},
+			"cannot read /dev/kmsg: permission denied: reading the kernel log needs CAP_SYSLOG (kernel.dmesg_restrict is 1): docker run --user 0 --cap-add SYSLOG --device /dev/kmsg; systemd: deploy/systemd/kernel-events.conf; Kubernetes: components/kernel-events"},
+		{&os.PathError{Op: "open", Path: "/dev/kmsg", Err: unix.EPERM}, "", StateSourceMissing,
+			"cannot read /dev/kmsg: permission denied: reading the kernel log needs CAP_SYSLOG (kernel.dmesg_restrict is unknown): docker run --user 0 --cap-add SYSLOG --device /dev/kmsg; systemd: deploy/systemd/kernel-events.conf; Kubernetes: components/kernel-events"},
 		{&os.PathError{Op: "open", Path: "/dev/kmsg", Err: unix.EPERM}, "0", StateSourceMissing,
-			"cannot read /dev/kmsg: permission denied although kernel.dmesg_restrict is 0: a device cgroup denies it: allow the device to the container (docker run --device /dev/kmsg)"},
+			"cannot read /dev/kmsg: permission denied although kernel.dmesg_restrict is 0: a device cgroup denies it: docker run --device /dev/kmsg; in Kubernetes only a privileged container opens a host device: components/kernel-events relays it"},
 		{&os.PathError{Op: "open", Path: "/dev/kmsg", Err: unix.EIO}, "1", StateFailed, "opening /dev/kmsg: open /dev/kmsg: input/output error"},
 	} {
-		restrict(tc.restrict)
+		if tc.restrict == "" {
+			os.Remove(filepath.Join(procfs, "sys", "kernel", "dmesg_restrict"))
+		} else {
+			restrict(tc.restrict)
+		}
 		c.mu.Lock()
 		c.openErr = tc.err
 		c.mu.Unlock()
 		st, reason := classify(c.Update(context.Background(), &exposition.Batch{}))
 		if st != tc.state || reason != tc.reason {
 			t.Errorf("%v (dmesg_restrict %s): %s %q, want %s %q", tc.err, tc.restrict, st, reason, tc.state, tc.reason)
+		}
+	}
+
+	// Another path: the FIFO of relay-kmsg (not made yet, or not readable).
+	fifo := filepath.Join(t.TempDir(), "kmsg")
+	c = newTestKernelEvents(t, fifo, 0)
+	c.procfs = procfs
+	for _, tc := range []struct {
+		err    error
+		reason string
+	}{
+		{&os.PathError{Op: "open", Path: fifo, Err: unix.ENOENT},
+			fifo + " does not exist: start fabric_exporter relay-kmsg --output=" + fifo + " (components/kernel-events) or correct --collector.kernel-events.path"},
+		{&os.PathError{Op: "open", Path: fifo, Err: unix.EACCES},
+			"cannot read " + fifo + ": permission denied: let the exporter's user read it (relay-kmsg makes its FIFO mode 0644)"},
+	} {
+		c.mu.Lock()
+		c.openErr = tc.err
+		c.mu.Unlock()
+		if st, reason := classify(c.Update(context.Background(), &exposition.Batch{})); st != StateSourceMissing || reason != tc.reason {
+			t.Errorf("%v: %s %q, want source_missing %q", tc.err, st, reason, tc.reason)
 		}
 	}
 }
