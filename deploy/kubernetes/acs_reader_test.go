@@ -42,7 +42,7 @@ func checkACSReaderContainer(t *testing.T, c corev1.Container, image string, ext
 		mounts[m.Name] = m
 	}
 	if len(mounts) != 2 || mounts["sys"].MountPath != "/host/sys" || !mounts["sys"].ReadOnly ||
-		mounts["pcie-acs"].MountPath != "/run/fabric-exporter" || mounts["pcie-acs"].ReadOnly {
+		mounts["run"].MountPath != "/run/fabric-exporter" || mounts["run"].ReadOnly {
 		t.Errorf("%s: mounts %+v: want /sys read-only and the ACS volume", c.Name, c.VolumeMounts)
 	}
 }
@@ -76,7 +76,7 @@ func TestPCIeACSReaderComponent(t *testing.T) {
 				if !vm.ReadOnly {
 					t.Errorf("exporter mount %s is not read-only", vm.MountPath)
 				}
-				if vm.Name == "pcie-acs" && vm.MountPath+"/pcie-acs" != acsFile {
+				if vm.Name == "run" && vm.MountPath+"/pcie-acs" != acsFile {
 					t.Errorf("exporter mounts the ACS volume at %s", vm.MountPath)
 				}
 			}
@@ -103,7 +103,7 @@ func TestPCIeACSReaderComponent(t *testing.T) {
 			}
 			n := 0
 			for _, v := range pod.Volumes {
-				if v.Name == "pcie-acs" {
+				if v.Name == "run" {
 					n++
 					if v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
 						t.Errorf("ACS volume %+v: want an emptyDir in memory", v.VolumeSource)

@@ -42,7 +42,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/*
 The ACS reader (pcieACSReader): `fabric_exporter dump-acs` as uid 0 with
 CAP_SYS_ADMIN and the binary's two file capabilities, the host's /sys
-read-only, writing the ACS file on the pcie-acs volume; once (an init
+read-only, writing the ACS file on the volume run; once (an init
 container) or every interval (a sidecar). components/pcie-acs-reader and
 pcie-acs-refresh of the kustomize base.
 */}}
@@ -81,6 +81,6 @@ pcie-acs-refresh of the kustomize base.
   - name: sys
     mountPath: /host/sys
     readOnly: true
-  - name: pcie-acs
+  - name: run
     mountPath: /run/fabric-exporter
 {{- end }}
