@@ -121,7 +121,8 @@ func TestComponents(t *testing.T) {
 }
 
 // Every directory under components/ is a kustomize Component that
-// TestComponents or TestPCIeACSReaderComponent (acs_reader_test.go) builds.
+// TestComponents, TestPCIeACSReaderComponent (acs_reader_test.go) or
+// TestKernelEventsComponent (kernel_events_test.go) builds.
 func TestComponentsTested(t *testing.T) {
 	dirs, err := os.ReadDir("components")
 	if err != nil {
@@ -141,7 +142,7 @@ func TestComponentsTested(t *testing.T) {
 		}
 		got = append(got, d.Name())
 	}
-	if want := []string{"pcie-acs-reader", "pcie-acs-refresh", "pod-resources-access", "ras-pod-network"}; !slices.Equal(got, want) {
-		t.Errorf("components %v; TestComponents and TestPCIeACSReaderComponent build %v", got, want)
+	if want := []string{"kernel-events", "pcie-acs-reader", "pcie-acs-refresh", "pod-resources-access", "ras-pod-network"}; !slices.Equal(got, want) {
+		t.Errorf("components %v; TestComponents, TestPCIeACSReaderComponent and TestKernelEventsComponent build %v", got, want)
 	}
 }
