@@ -13,10 +13,12 @@ package dashboards
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
@@ -84,16 +86,48 @@ func Generate(dir string) error {
 }
 
 // encode renders a dashboard as indented JSON without HTML escaping (PromQL
-// is full of < > &), ending in a newline.
+// is full of < > &), ending in a newline; annotation panel filters list
+// their panel ids as numbers (fixPanelFilterIDs).
 func encode(d dashboard.Dashboard) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
 	if err := enc.Encode(d); err != nil {
 		return nil, err
 	}
-	return b.Bytes(), nil
+	compact, err := fixPanelFilterIDs(b.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, compact, "", "  "); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// The SDK types AnnotationPanelFilter.Ids as []uint8, which encoding/json
+// writes as a base64 string ("ids": "Jyk="); Grafana reads a list of panel
+// ids, and with a string no panel matches. fixPanelFilterIDs rewrites them
+// in the compact JSON as lists of numbers.
+var panelFilterIDs = regexp.MustCompile(`"filter":\{("exclude":(?:true|false),)?"ids":"([A-Za-z0-9+/]*={0,2})"\}`)
+
+func fixPanelFilterIDs(compact []byte) ([]byte, error) {
+	var err error
+	out := panelFilterIDs.ReplaceAllFunc(compact, func(m []byte) []byte {
+		sub := panelFilterIDs.FindSubmatch(m)
+		raw, e := base64.StdEncoding.DecodeString(string(sub[2]))
+		if e != nil {
+			err = e
+			return m
+		}
+		nums := make([]string, len(raw))
+		for i, v := range raw {
+			nums[i] = fmt.Sprint(v)
+		}
+		return []byte(fmt.Sprintf(`"filter":{%s"ids":[%s]}`, sub[1], strings.Join(nums, ",")))
+	})
+	return out, err
 }
 
 // ---- dashboard skeleton ----

@@ -104,10 +104,11 @@ type (
 		} `json:"gridPos"`
 	}
 	jsonTarget struct {
-		Expr       string   `json:"expr"`
-		RefID      string   `json:"refId"`
-		Instant    bool     `json:"instant"`
-		Datasource *jsonRef `json:"datasource"`
+		Expr         string   `json:"expr"`
+		RefID        string   `json:"refId"`
+		Instant      bool     `json:"instant"`
+		LegendFormat string   `json:"legendFormat"`
+		Datasource   *jsonRef `json:"datasource"`
 	}
 	jsonVariable struct {
 		Type       string   `json:"type"`
@@ -125,6 +126,15 @@ type (
 		Enable     bool        `json:"enable"`
 		Expr       string      `json:"expr"`
 		Target     *jsonTarget `json:"target"`
+		// Grafana reads ids as panel ids: a list of numbers.
+		Filter *struct {
+			Exclude bool  `json:"exclude"`
+			IDs     []int `json:"ids"`
+		} `json:"filter"`
+		TitleFormat     string `json:"titleFormat"`
+		TextFormat      string `json:"textFormat"`
+		TagKeys         string `json:"tagKeys"`
+		UseValueForTime bool   `json:"useValueForTime"`
 	}
 )
 
@@ -309,11 +319,13 @@ func checkVariables(t *testing.T, d jsonDashboard) map[string]bool {
 	return vars
 }
 
-// checkAnnotations: Grafana's built-in annotations, and the load start and
-// stop queries on the $datasource, filtered on the cluster.
+// checkAnnotations: Grafana's built-in annotations, the load start and
+// stop queries on the $datasource, filtered on the cluster, and queries of
+// the exporter's metrics (the fabric events of Fabric overview), filtered
+// on the cluster and instance like the panels.
 func checkAnnotations(t *testing.T, d jsonDashboard, useVars func(string)) {
 	t.Helper()
-	var builtIn, load int
+	var builtIn, load, events int
 	for _, a := range d.Annotations.List {
 		if a.BuiltIn == 1 {
 			builtIn++
@@ -327,13 +339,20 @@ func checkAnnotations(t *testing.T, d jsonDashboard, useVars func(string)) {
 		}
 		if strings.Contains(a.Expr, "sglang:num_running_reqs") {
 			load++
+			// SGLang's targets are not the exporter's instances: cluster only.
+			checkSelectors(t, "annotation "+a.Name, a.Expr, clusterM)
+		} else {
+			events++
+			checkSelectors(t, "annotation "+a.Name, a.Expr, clusterM, instanceM)
 		}
-		// SGLang's targets are not the exporter's instances: cluster only.
-		checkSelectors(t, "annotation "+a.Name, a.Expr, clusterM)
 		useVars(a.Expr)
 	}
-	if builtIn != 1 || load != 2 {
-		t.Errorf("%d built-in and %d load annotations, want 1 and 2", builtIn, load)
+	wantEvents := 0
+	if d.UID == "fabric-overview" {
+		wantEvents = len(eventAnnotations())
+	}
+	if builtIn != 1 || load != 2 || events != wantEvents {
+		t.Errorf("%d built-in, %d load and %d event annotations, want 1, 2 and %d", builtIn, load, events, wantEvents)
 	}
 }
 
@@ -520,6 +539,30 @@ func TestMetricNamesExist(t *testing.T) {
 		"fabric_collector_state_info": "exporter",
 		// only with --collector.pcie.acs-file (collector/pcie_acs_file_test.go)
 		"fabric_pcie_acs_file_timestamp_seconds": "exporter",
+		// only with --collector.kernel-events (collector/kernel_events_test.go)
+		"fabric_kernel_events_total": "exporter", "fabric_kernel_event_last_timestamp_seconds": "exporter",
+		// only with RDMA netlink (collector/process_series.go; no fixture has it)
+		"fabric_rdma_owner_queue_pairs": "exporter",
+	}
+	// The exporter's names above are families the collectors declare.
+	var source strings.Builder
+	for _, glob := range []string{"../collector/*.go", "../internal/selfmetrics/*.go"} {
+		files, _ := filepath.Glob(glob)
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			source.Write(b)
+		}
+	}
+	for name, by := range known {
+		if by == "exporter" && !strings.Contains(source.String(), `NewFamily("`+name+`"`) {
+			t.Errorf("%s: no collector declares it (NewFamily)", name)
+		}
 	}
 	golden, err := os.ReadFile("../collector/fixtures/e2e-output.txt")
 	if err != nil {

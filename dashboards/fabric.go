@@ -11,9 +11,9 @@ import (
 
 // fabricOverview: rails (RDMA throughput, utilization, TCP on the rail
 // netdevs, non-rail NICs, bytes per token), lossless Ethernet (PFC, pause
-// storms, RoCE retransmissions, CNPs), links, the physical path (PCIe
-// links and AER, FEC and pre-FEC BER, optical modules, NVLink) and the
-// exporter's health.
+// storms, RoCE retransmissions, CNPs), links, fabric events and driver
+// health (events.go), the physical path (PCIe links and AER, FEC and
+// pre-FEC BER, optical modules, NVLink) and the exporter's health.
 func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 	w := c.RateWindow
 	rail := sel(railM)
@@ -110,7 +110,8 @@ func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 			"Negotiated rate of each rail's RDMA port (recorded as rail:fabric_rdma_link_speed:bits: fabric_rdma_port_rate_bytes_per_second × 8). Red below the expected rate (RailLinkDegraded).",
 			unitBits, half,
 			query("rail:fabric_rdma_link_speed:bits"+rail, "{{instance}} {{rail}}")).
-			Thresholds(thresholds(c.ExpectedRailSpeedBytes*8, true))).
+			Thresholds(thresholds(c.ExpectedRailSpeedBytes*8, true)))
+	eventsRow(b, w).
 		WithRow(row("Physical path")).
 		WithPanel(ratioPanel("PCIe link speed of GPUs and HCAs",
 			"Current PCIe link speed of each GPU and RDMA device over what both ends of its link support (1 = full speed). "+
@@ -193,5 +194,9 @@ func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 			"Time each collector took in the last scrape.",
 			unitSeconds, third,
 			query("fabric_scrape_collector_duration_seconds"+sel(), "{{instance}} {{collector}}")))
-	return finish(b)
+	d, err := finish(b)
+	if err != nil {
+		return d, err
+	}
+	return d, filterAnnotations(&d)
 }
