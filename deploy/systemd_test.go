@@ -14,7 +14,10 @@ import (
 	"github.com/fabric-exporter/fabric_exporter/internal/testenv"
 )
 
-const unitPath = "systemd/fabric_exporter.service"
+const (
+	unitPath           = "systemd/fabric_exporter.service"
+	kernelEventsDropIn = "systemd/kernel-events.conf"
+)
 
 // unit is a parsed systemd unit: section → key → values in order.
 type unit map[string]map[string][]string
@@ -129,12 +132,12 @@ func TestSystemdUnitKeys(t *testing.T) {
 	}
 }
 
-// systemd-analyze verify accepts the unit without a warning, and
-// systemd-analyze security rates its exposure OK (≤ 3.0).
-func TestSystemdAnalyze(t *testing.T) {
-	sa := testenv.Tool(t, "systemd-analyze")
-	// verify checks that ExecStart's binary is executable: point it at an
-	// executable that exists here (this test binary).
+// unitDir writes the unit, its ExecStart pointed at an executable that
+// exists here (this test binary: verify checks it), into a new directory
+// with the drop-ins given in fabric_exporter.service.d/, where
+// systemd-analyze looks for a unit's drop-ins; it returns the unit's path.
+func unitDir(t *testing.T, dropIns ...string) string {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -149,11 +152,31 @@ func TestSystemdAnalyze(t *testing.T) {
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	for _, d := range dropIns {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(path+".d", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(path+".d", filepath.Base(d)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+// analyze runs systemd-analyze verify (which must not say a word about
+// the unit or its drop-ins) and security, and returns the exposure and
+// security's output.
+func analyze(t *testing.T, path string) (float64, string) {
+	t.Helper()
+	sa := testenv.Tool(t, "systemd-analyze")
 	out, err := exec.Command(sa, "verify", path).CombinedOutput()
 	if err != nil || strings.Contains(string(out), "fabric_exporter") {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
-
 	out, err = exec.Command(sa, "security", "--offline=true", path).CombinedOutput()
 	if err != nil && strings.Contains(string(out), "offline") {
 		t.Skipf("systemd-analyze security --offline unsupported: %s", out)
@@ -163,7 +186,73 @@ func TestSystemdAnalyze(t *testing.T) {
 		t.Fatalf("systemd-analyze security: %v\n%s", err, out)
 	}
 	score, _ := strconv.ParseFloat(string(m[1]), 64)
+	return score, string(out)
+}
+
+// systemd-analyze verify accepts the unit without a warning, and
+// systemd-analyze security rates its exposure OK (≤ 3.0).
+func TestSystemdAnalyze(t *testing.T) {
+	score, out := analyze(t, unitDir(t))
 	t.Logf("systemd-analyze security: exposure %.1f", score)
+	if score > 3.0 {
+		t.Errorf("exposure %.1f > 3.0:\n%s", score, out)
+	}
+}
+
+// The kernel-events drop-in gives the exporter what reading /dev/kmsg
+// needs and nothing else: the kernel log unprotected, CAP_SYSLOG (bounding
+// and ambient, merged with the unit's two), the device read-only under the
+// unit's DevicePolicy=closed. Every other setting stays the unit's.
+func TestSystemdKernelEventsDropIn(t *testing.T) {
+	u, d := parseUnit(t, unitPath), parseUnit(t, kernelEventsDropIn)
+	svc := "Service"
+	if len(d) != 1 || d[svc] == nil {
+		t.Fatalf("sections %v: want [Service] only", d)
+	}
+	var keys []string
+	for k := range d[svc] {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if want := []string{"AmbientCapabilities", "CapabilityBoundingSet", "DeviceAllow", "ProtectKernelLogs"}; !slices.Equal(keys, want) {
+		t.Errorf("keys %v, want exactly %v", keys, want)
+	}
+	// What it undoes is the unit's: without the drop-in the log is closed.
+	if u.last(svc, "ProtectKernelLogs") != "yes" || u.last(svc, "DevicePolicy") != "closed" || slices.Contains(u.words(svc, "CapabilityBoundingSet"), "CAP_SYSLOG") {
+		t.Error("the unit no longer closes the kernel log: the drop-in's comments are stale")
+	}
+	if d.last(svc, "ProtectKernelLogs") != "no" {
+		t.Errorf("ProtectKernelLogs=%q: /dev/kmsg stays inaccessible", d.last(svc, "ProtectKernelLogs"))
+	}
+	for _, key := range []string{"CapabilityBoundingSet", "AmbientCapabilities"} {
+		if got := d.words(svc, key); !slices.Equal(got, []string{"CAP_SYSLOG"}) {
+			t.Errorf("%s=%v, want CAP_SYSLOG (merged with the unit's)", key, got)
+		}
+	}
+	if got := d[svc]["DeviceAllow"]; !slices.Equal(got, []string{"/dev/kmsg r"}) {
+		t.Errorf("DeviceAllow=%q, want /dev/kmsg read-only", got)
+	}
+	b, err := os.ReadFile(kernelEventsDropIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"/etc/systemd/system/fabric_exporter.service.d/kernel-events.conf", "--collector.kernel-events", "FABRIC_EXPORTER_ARGS"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the drop-in's header does not say %q", want)
+		}
+	}
+}
+
+// systemd-analyze reads the drop-in with the unit: verify accepts both
+// without a warning, security sees the device and CAP_SYSLOG and still
+// rates the exposure OK.
+func TestSystemdAnalyzeKernelEvents(t *testing.T) {
+	base, _ := analyze(t, unitDir(t))
+	score, out := analyze(t, unitDir(t, kernelEventsDropIn))
+	t.Logf("systemd-analyze security with kernel-events.conf: exposure %.1f (the unit alone %.1f)", score, base)
+	if !strings.Contains(out, "/dev/kmsg:r") || score <= base {
+		t.Errorf("systemd-analyze did not read the drop-in (exposure %.1f, the unit alone %.1f):\n%s", score, base, out)
+	}
 	if score > 3.0 {
 		t.Errorf("exposure %.1f > 3.0:\n%s", score, out)
 	}
