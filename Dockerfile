@@ -56,7 +56,10 @@ RUN go build -trimpath -o /out/fabric_exporter -ldflags "-s -w \
 # way (neither Docker nor Kubernetes sets ambient capabilities), so the
 # container must be started with both in its bounding set
 # (--cap-add SYS_PTRACE --cap-add DAC_READ_SEARCH; capabilities.add in the
-# DaemonSet); without them the kernel refuses to start the binary.
+# DaemonSet); without them the kernel refuses to start the binary. Hence
+# no cap_syslog for the kernel-events collector, which every install would
+# then have to grant: run that collector with --user 0 --cap-add SYSLOG
+# --device /dev/kmsg, or through `fabric_exporter relay-kmsg` (docs/install.md).
 RUN setcap cap_sys_ptrace,cap_dac_read_search=ep /out/fabric_exporter
 
 FROM ${RUNTIME_IMAGE}
