@@ -24,6 +24,10 @@
 // listed only to a caller in the initial PID namespace. The transport is github.com/mdlayher/netlink,
 // which speaks any netlink family (here 20, NETLINK_RDMA) and handles
 // multi-part dumps, sequence checks and NLMSG_ERROR.
+//
+// Fixture (fixture.go) is the other Source: the JSON `rdma -j resource
+// show qp` prints, read from a file, for demos and tests on a fixture
+// /proc.
 package rdmanl
 
 import (
@@ -109,43 +113,73 @@ type Listing struct {
 	Dropped int // QPs beyond MaxQPs, not kept
 }
 
+// typeNames are the names `rdma resource show qp` prints for the QP types
+// (enum ib_qp_type of include/rdma/ib_verbs.h; iproute2's qp_types_to_str,
+// which prints UNKNOWN for 7, the kernel's unused IB_QPT_MAX slot).
+var typeNames = map[uint8]string{
+	0: "SMI", 1: "GSI", 2: "RC", 3: "UC", 4: "UD", 5: "RAW_IPV6", 6: "RAW_ETHERTYPE",
+	8: "RAW_PACKET", 9: "XRC_INI", 10: "XRC_TGT", 0xff: "DRIVER",
+}
+
+// stateNames are the QP states (enum ib_qp_state), as iproute2 prints them.
+var stateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
+
 // TypeName is the name `rdma resource show qp` prints for the QP type
 // (enum ib_qp_type of include/rdma/ib_verbs.h), or the number.
 func (q QP) TypeName() string {
-	switch q.Type {
-	case 0:
-		return "SMI"
-	case 1:
-		return "GSI"
-	case 2:
-		return "RC"
-	case 3:
-		return "UC"
-	case 4:
-		return "UD"
-	case 5:
-		return "RAW_IPV6"
-	case 6:
-		return "RAW_ETHERTYPE"
-	case 8:
-		return "RAW_PACKET"
-	case 9:
-		return "XRC_INI"
-	case 10:
-		return "XRC_TGT"
-	case 0xff:
-		return "DRIVER"
+	if n, ok := typeNames[q.Type]; ok {
+		return n
 	}
 	return strconv.Itoa(int(q.Type))
 }
 
 // StateName is the QP state (enum ib_qp_state), or the number.
 func (q QP) StateName() string {
-	names := [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
-	if int(q.State) < len(names) {
-		return names[q.State]
+	if int(q.State) < len(stateNames) {
+		return stateNames[q.State]
 	}
 	return strconv.Itoa(int(q.State))
+}
+
+// ParseType is the inverse of TypeName: the type t with
+// QP{Type: t}.TypeName() == s (a name as iproute2 prints it, upper case,
+// or the decimal number of a type without one); false for anything else,
+// iproute2's UNKNOWN included (it does not say which type).
+func ParseType(s string) (uint8, bool) {
+	for t, n := range typeNames {
+		if n == s {
+			return t, true
+		}
+	}
+	if t, ok := parseEnum(s); ok && typeNames[t] == "" {
+		return t, true
+	}
+	return 0, false
+}
+
+// ParseState is the inverse of StateName: the state with that name, or
+// the decimal number of a state without one; false for anything else
+// (iproute2's UNKNOWN too).
+func ParseState(s string) (uint8, bool) {
+	for i, n := range stateNames {
+		if n == s {
+			return uint8(i), true
+		}
+	}
+	if st, ok := parseEnum(s); ok && int(st) >= len(stateNames) {
+		return st, true
+	}
+	return 0, false
+}
+
+// parseEnum parses the decimal numbers TypeName and StateName print for
+// values without a name: no sign, no leading zero.
+func parseEnum(s string) (uint8, bool) {
+	if s == "" || s[0] < '0' || s[0] > '9' || (len(s) > 1 && s[0] == '0') {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(s, 10, 8)
+	return uint8(v), err == nil
 }
 
 // DecodeDevice decodes the attributes of one RDMA_NLDEV_CMD_GET answer.
