@@ -61,7 +61,8 @@ type Sources struct {
 	// RailDevices returns the RDMA devices that carry rails present on
 	// the host now, sorted by name.
 	RailDevices func(ctx context.Context) []RailDevice
-	// QPs lists queue pairs over RDMA netlink (rdmanl.NewClient()).
+	// QPs lists queue pairs over RDMA netlink (rdmanl.NewClient()), or
+	// from a file written for a fixture /proc (rdmanl.NewFixture).
 	QPs rdmanl.Source
 	// ReadError is told of every failed read of a /proc file other than
 	// a process that exited (file: "stat", "status", "numa_maps", …).

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,5 +185,64 @@ func TestJoinRank(t *testing.T) {
 	}
 	if got := s.NodeAddresses(); len(got) != 4 {
 		t.Errorf("node addresses %v", got)
+	}
+}
+
+// A fixture listing (rdmanl.Fixture: what `rdma -j resource show qp`
+// prints) declares its PIDs to be those of the procfs: it is attributed
+// with a fixture /proc although the exporter is not in that procfs's PID
+// namespace (its self, 200, is not the exporter's PID), where a netlink
+// listing is refused. The owners are threads mapped by their Tgid.
+func TestQueuePairsFromFixture(t *testing.T) {
+	tr := newTree(t)
+	tr.proc(100, 100, "serve")
+	tr.proc(107, 100, "") // NCCL's proxy thread of 100 (not listed in a real /proc)
+	tr.proc(200, 200, "fabric_exporter")
+	tr.proc(300, 300, "kv-transfer")
+	os.Symlink("200", filepath.Join(tr.dir, "self"))
+	fixture := filepath.Join(t.TempDir(), "qp.json")
+	os.WriteFile(fixture, []byte(`[
+{"ifindex":0,"ifname":"mlx5_0","port":1,"lqpn":1,"type":"GSI","state":"RTS","sq-psn":0,"comm":"ib_core"},
+{"ifindex":0,"ifname":"mlx5_0","port":1,"lqpn":4740,"rqpn":5123,"type":"RC","state":"RTS","rq-psn":9101238,"sq-psn":3344112,"path-mig-state":"MIGRATED","pdn":3,"pid":107,"comm":"python3"},
+{"ifindex":0,"ifname":"mlx5_0","port":1,"lqpn":4741,"rqpn":5124,"type":"RC","state":"RTS","rq-psn":120577,"sq-psn":15002931,"path-mig-state":"MIGRATED","pdn":3,"pid":107,"comm":"python3"},
+{"ifindex":3,"ifname":"mlx5_3","port":1,"lqpn":1,"type":"GSI","state":"RTS","sq-psn":0,"pid":0,"comm":"ib_core"},
+{"ifindex":3,"ifname":"mlx5_3","port":1,"lqpn":290,"rqpn":771,"type":"RC","state":"RTS","rq-psn":4410,"sq-psn":88213,"path-mig-state":"MIGRATED","pdn":2,"pid":100,"comm":"python3"},
+{"ifindex":3,"ifname":"mlx5_3","port":1,"lqpn":291,"rqpn":772,"type":"RC","state":"ERR","rq-psn":0,"sq-psn":0,"path-mig-state":"MIGRATED","pdn":6,"pid":300,"comm":"python3"}]
+`), 0o644)
+	src := rdmanl.NewFixture(fixture)
+	w := New(Options{Procfs: tr.dir, Cmdline: regexp.MustCompile(`^serve`), Max: 8}, Sources{QPs: src})
+	w.IO.Getpid = func() int { return 1 }
+	w.Refresh(context.Background())
+	s := w.Snapshot()
+	p := s.Process(100, 0)
+	if p == nil || !s.QP.OK {
+		t.Fatalf("process 100 %v, listing %+v", p, s.QP)
+	}
+	if want := []DevCount{{"mlx5_0", 2}, {"mlx5_3", 1}}; !slices.Equal(p.QPs, want) {
+		t.Errorf("queue pairs %v, want %v", p.QPs, want)
+	}
+	if !slices.Equal(s.QP.Devices, []string{"mlx5_0", "mlx5_3"}) {
+		t.Errorf("devices %v", s.QP.Devices)
+	}
+	got := map[int][]QPCount{}
+	for _, o := range s.QPOwners {
+		got[o.PID] = o.Counts
+	}
+	want := map[int][]QPCount{100: {{"mlx5_0", "rts", 2}, {"mlx5_3", "rts", 1}}, 300: {{"mlx5_3", "err", 1}}}
+	if len(got) != len(want) || !slices.Equal(got[100], want[100]) || !slices.Equal(got[300], want[300]) {
+		t.Errorf("owners %v, want %v", got, want)
+	}
+
+	// The same listing from a source that does not say so (netlink) is
+	// not made: its PIDs would be of the exporter's namespace.
+	l, err := src.QueuePairs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = New(Options{Procfs: tr.dir, Cmdline: regexp.MustCompile(`^serve`), Max: 8}, Sources{QPs: &fakeQPs{l}})
+	w.IO.Getpid = func() int { return 1 }
+	w.Refresh(context.Background())
+	if s := w.Snapshot(); s.QP.OK || !strings.Contains(s.QP.Reason, "PID namespace") || s.Process(100, 0).QPs != nil {
+		t.Errorf("a netlink listing in another PID namespace: %+v, process 100's queue pairs %v", s.QP, s.Process(100, 0).QPs)
 	}
 }

@@ -29,7 +29,9 @@ import (
 // caller's PID namespace and reports the PIDs of that namespace. They are
 // compared with the PIDs of the procfs only when both are one namespace
 // (the procfs's self is os.Getpid()); otherwise no listing is made and
-// QPState says why.
+// QPState says why. A source that declares its PIDs to be the procfs's
+// (procfsPIDs: rdmanl.Fixture, written for a fixture /proc) is listed
+// whatever the exporter's namespace.
 
 // maxOwners bounds the distinct owners of one listing that are mapped to
 // their process; maxOwnerProcs the processes reported as QP owners
@@ -98,6 +100,17 @@ type qps struct {
 	owners []QPOwner // the last listing's, sorted by PID
 }
 
+// procfsPIDs is implemented by a source whose PIDs are those of
+// --path.procfs whatever PID namespace the exporter runs in
+// (rdmanl.Fixture).
+type procfsPIDs interface{ PIDsOfProcfs() bool }
+
+// pidsOfProcfs says whether src declares its PIDs to be the procfs's.
+func pidsOfProcfs(src rdmanl.Source) bool {
+	p, ok := src.(procfsPIDs)
+	return ok && p.PIDsOfProcfs()
+}
+
 func newQPs(src rdmanl.Source) qps {
 	return qps{src: src, count: map[qpKey]int{}, tgid: map[uint32]int{}, states: map[qpStateKey]int{}}
 }
@@ -109,7 +122,7 @@ func (q *qps) refreshQPs(ctx context.Context, now time.Time, every time.Duration
 		return
 	}
 	q.state = QPState{Tried: true, At: now}
-	if self := w.IO.Getpid(); w.self == 0 || w.self != self {
+	if self := w.IO.Getpid(); !pidsOfProcfs(q.src) && (w.self == 0 || w.self != self) {
 		q.unavailable(w, "the exporter is not in the PID namespace of --path.procfs (its PID there is not os.Getpid()): RDMA netlink would list only its own namespace's queue pairs with PIDs of that namespace; run it in the host PID namespace (hostPID: true, docker run --pid host)", nil)
 		return
 	}
