@@ -65,6 +65,7 @@ func allFixtureExporter(t *testing.T) *Exporter {
 		"--collector.nccl.log-path=fixtures/nccl/*.log", "--collector.nccl.retention=0",
 		"--collector.nccl-inspector.dump-dir=" + insp, "--collector.nccl-inspector.retention=0",
 		"--collector.nccl-ras.address=" + newFakeRAS(t, true, "2.28.9-json-killed.txt", "").Addr(),
+		"--collector.process.rdma-qp-fixture=" + fixtureQPs,
 	}); err != nil {
 		t.Fatal(err)
 	}

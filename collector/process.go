@@ -63,6 +63,10 @@ type ProcessOptions struct {
 	// DockerHost is the Docker Engine API address for container names
 	// ("" = off).
 	DockerHost string
+	// RDMAQPFixture is a file holding what `rdma -j resource show qp`
+	// prints, read instead of RDMA netlink; its PIDs are those of the
+	// procfs ("" = netlink).
+	RDMAQPFixture string
 }
 
 // defaultProcessInterval is the refresh of the process table.
@@ -78,6 +82,8 @@ func processFlags(app *kingpin.Application, o *Options) {
 		Default("60s").DurationVar(&o.Process.NumaMapsInterval)
 	app.Flag("collector.process.docker-host", "Docker Engine API address (e.g. unix:///var/run/docker.sock) to add each Docker (or Podman) container's name to fabric_process_container_info as container_name; looked up in the background and cached per container ID, never during a scrape. Empty: off.").
 		Default("").StringVar(&o.Process.DockerHost)
+	app.Flag("collector.process.rdma-qp-fixture", "Read the queue-pair listing from FILE (what `rdma -j resource show qp` prints) instead of RDMA netlink; its PIDs are those of --path.procfs (demos and tests).").
+		PlaceHolder("FILE").StringVar(&o.Process.RDMAQPFixture)
 }
 
 // procFiles are the /proc/PID files whose failed reads are counted (an
@@ -147,7 +153,11 @@ func newProcessState(env Env, o *Options) (*processCollector, error) {
 		series: map[int]*procSeries{}, families: newProcessFamilies(env.Families),
 		errCount: map[string]*exposition.Counter{}, errSeries: map[string]*exposition.Series{},
 	}
-	src := procwatch.Sources{QPs: rdmanl.NewClient(), ReadError: c.readError, Notes: processNotes{c}}
+	var qps rdmanl.Source = rdmanl.NewClient()
+	if p.RDMAQPFixture != "" {
+		qps = rdmanl.NewFixture(p.RDMAQPFixture)
+	}
+	src := procwatch.Sources{QPs: qps, ReadError: c.readError, Notes: processNotes{c}}
 	if env.GPUs != nil {
 		src.GPUPIDs = env.GPUs.PIDs
 	}
