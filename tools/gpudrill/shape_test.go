@@ -69,6 +69,12 @@ func TestContainerRank(t *testing.T) {
 	if left := leftovers([]string{r.info.PidNS}, 2*time.Second); len(left) != 0 {
 		t.Errorf("left: %v", left)
 	}
+	// A container whose program cannot run exits during its setup, the
+	// drill still its executable: never started.
+	if bad, err := startRank(rankSpec{Name: "x", Out: filepath.Join(tmp, "x.out"), Shape: shapeContainer, Env: os.Environ(), Argv: []string{filepath.Join(tmp, "no-such-rank")}}); err == nil {
+		bad.stop(0)
+		t.Error("a container rank whose program does not exist started")
+	}
 }
 
 // A host-shaped rank is a plain child: one NSpid level from here, its own
@@ -86,8 +92,10 @@ func TestHostRank(t *testing.T) {
 	if _, err := startRank(rankSpec{Name: "x", Out: filepath.Join(tmp, "x.out"), Shape: shapeHost}); err == nil {
 		t.Error("a rank without a command started")
 	}
-	if _, err := startRank(rankSpec{Name: "x", Out: filepath.Join(tmp, "x.out"), Shape: shapeHost, Argv: []string{"true"}}); err == nil {
-		t.Error("a rank that exited at once counts as started")
+	// Not `true`: a program that exits at once may still be seen running
+	// (its own exe and arguments) before it exits, and then it did start.
+	if _, err := startRank(rankSpec{Name: "x", Out: filepath.Join(tmp, "x.out"), Shape: shapeHost, Argv: []string{filepath.Join(tmp, "no-such-rank")}}); err == nil {
+		t.Error("a rank whose program does not exist started")
 	}
 }
 
