@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/sys/unix"
 
 	"github.com/fabric-exporter/fabric_exporter/dashboards"
 	"github.com/fabric-exporter/fabric_exporter/internal/fakekubelet"
@@ -79,6 +80,7 @@ type node struct {
 	inspector            string              // NCCL Inspector dump directory (nccl node)
 	kubelet              *fakekubelet.Server // the kubelet's pod-resources API (placement and healthy nodes)
 	ras                  *fakeras.Server     // NCCL's RAS service (nccl node): recorded answers of the lent H200
+	devlink, kmsg        string              // devlink answers (fixture directory) and the kernel log (a growing recording): driver node
 	args                 []string
 	cmd                  *exec.Cmd
 	mu                   sync.Mutex
@@ -180,7 +182,7 @@ func TestAlertingEndToEnd(tt *testing.T) {
 	}
 
 	nodes := map[string]*node{}
-	for _, name := range []string{"healthy", "pfc", "retrans", "linkdown", "nccl", "placement", "vanish", "restart", "blind", "uncabled"} {
+	for _, name := range []string{"healthy", "pfc", "retrans", "linkdown", "nccl", "placement", "vanish", "restart", "blind", "uncabled", "driver"} {
 		n := &node{name: name, addr: testenv.FreeAddr(t), sys: filepath.Join(tmp, name, "sys"), eth: filepath.Join(tmp, name, "ethtool"),
 			counters: map[string]uint64{}}
 		n.listen = n.addr
@@ -249,7 +251,10 @@ func TestAlertingEndToEnd(tt *testing.T) {
 			if err := fixturetree.Copy(filepath.Join(repo, "collector/fixtures/proc"), n.proc); err != nil {
 				t.Fatal(err)
 			}
-			args = append(args, "--path.procfs="+n.proc, "--collector.gpu.fixture="+gpuFixturePIDs)
+			// Their queue pairs, as `rdma -j resource show qp` prints them
+			// (one in error; no RAS here, so no RDMAQueuePairsInError).
+			args = append(args, "--path.procfs="+n.proc, "--collector.gpu.fixture="+gpuFixturePIDs,
+				"--collector.process.rdma-qp-fixture="+filepath.Join(repo, "collector/fixtures/rdma-qp/qp.json"))
 		case "nccl":
 			n.logs = filepath.Join(tmp, name, "nccl")
 			os.MkdirAll(n.logs, 0o755)
@@ -278,6 +283,22 @@ func TestAlertingEndToEnd(tt *testing.T) {
 			args = append(args, "--collector.nccl-ras.address="+n.ras.Addr(), "--collector.nccl-ras.interval=1s")
 		default:
 			args = append(args, "--collector.gpu.fixture="+gpuFixture)
+		}
+		if name == "driver" {
+			// The driver's own view: devlink health reporters (the fixture
+			// answers, rewritten by the fault) and the kernel log, a
+			// recording that the fault appends records to as the kernel
+			// would write them.
+			n.devlink = filepath.Join(tmp, name, "devlink")
+			if err := fixturetree.Copy(filepath.Join(repo, "collector/fixtures/devlink"), n.devlink); err != nil {
+				t.Fatal(err)
+			}
+			n.kmsg = filepath.Join(tmp, name, "kmsg")
+			if err := os.WriteFile(n.kmsg, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, "--collector.devlink.fixtures="+n.devlink, "--collector.devlink.interval=1s",
+				"--collector.kernel-events", "--collector.kernel-events.path="+n.kmsg, "--collector.kernel-events.poll-interval=250ms")
 		}
 		n.args = args
 		n.cmd = start(t, exporter, args...)
@@ -470,6 +491,12 @@ func TestAlertingEndToEnd(tt *testing.T) {
 	waitAlerts(t, hook, nodes, "firing", []expectation{{"FabricExporterDown", "restart", "team-chat", map[string]string{"severity": "warning", "job": job}}})
 	restartTarget := removeDevice(restart)
 	restart.cmd = start(t, exporter, restart.args...)
+	// The firmware of rail mlx5_3's HCA fails fatally under load: the
+	// kernel logs mlx5's health lines (real lines, on the fixture's PCI
+	// address) and devlink's fw_fatal reporter goes to error.
+	driver := nodes["driver"]
+	appendKmsg(t, driver.kmsg, driverFatalRecords(t))
+	setReporter(t, driver.devlink, "pci/0000:9a:00.0", "fw_fatal", "error", 1, 0)
 	expect := []expectation{
 		{"PFCStorm", "pfc", "team-chat", map[string]string{"severity": "warning", "netdev": "eth3", "rail": "mlx5_3"}},
 		{"RoCERetransmissions", "retrans", "pager", map[string]string{"severity": "page", "rail": "mlx5_0"}},
@@ -477,8 +504,17 @@ func TestAlertingEndToEnd(tt *testing.T) {
 		{"NCCLSocketFallback", "nccl", "pager", map[string]string{"severity": "page", "host": "node7", "pid": "5555"}},
 		{"RailLinkDown", "vanish", "pager", map[string]string{"severity": "page", "rail": "mlx5_3", "device": "mlx5_3", "port": "1", "job": job}},
 		{"RailLinkDown", "restart", "pager", map[string]string{"severity": "page", "rail": "mlx5_3", "device": "mlx5_3", "port": "1", "job": job}},
+		{"RailHCAFailed", "driver", "pager", map[string]string{"severity": "page", "rail": "mlx5_3", "device": "mlx5_3"}},
 	}
 	waitAlerts(t, hook, nodes, "firing", expect)
+	// The page says what failed, from both sources: the reporter in error
+	// and the kernel's fatal error line.
+	if ev, _ := hook.find("firing", map[string]string{"alertname": "RailHCAFailed", "instance": driver.addr}); !strings.Contains(ev.annotations["summary"], "(firmware fatal)") ||
+		!strings.Contains(ev.annotations["description"], "fw_fatal in error state") || !strings.Contains(ev.annotations["description"], "mlx5 fatal_error") {
+		t.Errorf("RailHCAFailed on the driver node does not name the reporter and the kernel line: %q / %q", ev.annotations["summary"], ev.annotations["description"])
+	} else {
+		t.Logf("RailHCAFailed: %s / %s", ev.annotations["summary"], ev.annotations["description"])
+	}
 	// The dead rank pages through NCCL's RAS service, once per rank (the
 	// RAS alerts aggregate without instance: every host of the job reports
 	// the same communicator), and its survivor's asynchronous error too.
@@ -545,6 +581,10 @@ func TestAlertingEndToEnd(tt *testing.T) {
 	setFault("linkdown", false)
 	setFault("nccl", false)
 	nccl.ras.Set("2.28.9-json-healthy.txt", "") // the job restarted
+	// The driver recovered the firmware (the reporter is healthy again,
+	// one recovery): the page resolves although the kernel's fatal error
+	// line stays in the last 10 minutes' counts.
+	setReporter(t, driver.devlink, "pci/0000:9a:00.0", "fw_fatal", "healthy", 1, 1)
 	fixPlacement(t, nodes["placement"].proc)
 	nodes["placement"].kubelet.Set(fakekubelet.NodePods(true))
 	for _, d := range []struct {
@@ -601,6 +641,76 @@ func TestAlertingEndToEnd(tt *testing.T) {
 		if !known {
 			t.Errorf("unexpected notification (RailTCPFallbackSuspected must stay inhibited): %+v", ev)
 		}
+	}
+}
+
+// driverFatalRecords are /dev/kmsg records of an mlx5 firmware fatal error
+// on mlx5_3 (PCI 0000:9a:00.0 in the fixture tree), as the kernel writes
+// them now (prio,seq,usec,flags;text, then the dictionary; usec is
+// CLOCK_MONOTONIC, the kernel log's clock): the Fatal error line of a wedged
+// ConnectX (internal/kmsg/testdata/lines.txt, lore-hot-unplug) on the
+// fixture's address, and the health buffer's syndrome line in the same
+// driver's format (print_health_info; 0x1 is "firmware internal error" in
+// its hlth_synd_str).
+func driverFatalRecords(t testing.TB) string {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	usec := ts.Nano() / 1000
+	return fmt.Sprintf("3,4100,%d,-;mlx5_core 0000:9a:00.0: poll_health:1083:(pid 0): Fatal error 1 detected\n SUBSYSTEM=pci\n DEVICE=+pci:0000:9a:00.0\n", usec) +
+		fmt.Sprintf("3,4101,%d,-;mlx5_core 0000:9a:00.0: print_health_info:431:(pid 0): synd 0x1: firmware internal error\n SUBSYSTEM=pci\n DEVICE=+pci:0000:9a:00.0\n", usec+100)
+}
+
+// appendKmsg appends records to a kernel log recording.
+func appendKmsg(t testing.TB, path, records string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(records); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setReporter sets one devlink health reporter of handle in the fixture
+// directory's health.json (devlink -j health show) and writes it in place.
+func setReporter(t testing.TB, dir, handle, reporter, state string, errors, recovers int) {
+	t.Helper()
+	path := filepath.Join(dir, "health.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Health map[string][]map[string]any `json:"health"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range doc.Health[handle] {
+		if r["reporter"] == reporter {
+			r["state"], r["error"], r["recover"] = state, errors, recovers
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("%s: no reporter %s of %s", path, reporter, handle)
+	}
+	out, err := json.MarshalIndent(doc, "", "    ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Renamed into place: the exporter reads either answer whole, never a
+	// truncated file.
+	if err := os.WriteFile(path+".new", out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
 	}
 }
 
