@@ -128,6 +128,9 @@ func run(exporter, root, listen, dir string, extra []string) error {
 		"--collector.nccl.retention=0", "--collector.nccl.hostname=fixture-node0",
 		"--collector.nccl-inspector.dump-dir=" + insp, "--collector.nccl-inspector.retention=0",
 		"--collector.nccl-ras.address=" + strings.Join(ras, ","),
+		// The queue pairs of the fixture node, as `rdma -j resource show
+		// qp` prints them, owned by the fixture /proc's processes.
+		"--collector.process.rdma-qp-fixture=" + fx("rdma-qp/qp.json"),
 		// Kernel fabric events: a recording of /dev/kmsg records (the real
 		// lines of internal/kmsg/testdata, on the fixture's PCI addresses).
 		"--collector.kernel-events", "--collector.kernel-events.path=" + filepath.Join(root, "internal/kmsg/testdata/fabric.kmsg"),
