@@ -100,7 +100,8 @@ func benchFixture(ctx context.Context, w io.Writer, cfg *config, tmp, sysfs, des
 			baseline  bool
 			node      bool
 		}
-		exps := []exp{{"fabric_exporter", cfg.fabricBin, []string{"fabric_rdma_", "fabric_rail_"}, fabricArgs, false, false}}
+		withExtra := func(addr string) []string { return append(fabricArgs(addr), cfg.fabricExtra...) }
+		exps := []exp{{"fabric_exporter", cfg.fabricBin, []string{"fabric_rdma_", "fabric_rail_"}, withExtra, false, false}}
 		if cfg.baselineBin != "" {
 			exps = append(exps, exp{"fabric_exporter (" + cfg.baselineName + ")", cfg.baselineBin, []string{"fabric_rdma_", "fabric_rail_"}, fabricArgs, true, false})
 		}

@@ -67,6 +67,7 @@ type config struct {
 	n            int
 	rounds       int
 	defaults     bool
+	fabricExtra  []string // -fabric-args: more flags for the -fabric binary only
 	out          string
 	startTimeout time.Duration
 }
@@ -96,6 +97,7 @@ func parseFlags() (*config, error) {
 	flag.StringVar(&cfg.baselineName, "baseline-name", "before", "what the -baseline rows are called (fabric_exporter (NAME))")
 	encodings := flag.String("encodings", "identity,gzip", "comma-separated Accept-Encodings to measure: identity (uncompressed), gzip")
 	flag.BoolVar(&cfg.defaults, "fabric-defaults", false, "run fabric_exporter with all its default collectors instead of rdma alone (for its memory: the CPU is then not comparable with node_exporter's infiniband collector or the floor)")
+	fabricExtra := flag.String("fabric-args", "", "space-separated flags added to the -fabric binary's only (not -baseline's: flags it may not know), e.g. the kernel-events and devlink fixtures for every collector on")
 	flag.IntVar(&cfg.rounds, "rounds", 3, "measured rounds; each row is the median of its rounds")
 	flag.StringVar(&cfg.nodeBin, "node-exporter", "", "node_exporter binary (default $(go env GOPATH)/bin/node_exporter; skipped if missing)")
 	flag.IntVar(&cfg.warmup, "warmup", 200, "unmeasured scrapes (or raw-floor iterations) before the measured ones")
@@ -118,6 +120,7 @@ func parseFlags() (*config, error) {
 			cfg.encodings = append(cfg.encodings, e)
 		}
 	}
+	cfg.fabricExtra = strings.Fields(*fabricExtra)
 	for _, s := range strings.Split(*hcas, ",") {
 		v, err := strconv.Atoi(strings.TrimSpace(s))
 		// Fake PCI bus numbers are derived from mlx5_0's bus and must stay
@@ -195,6 +198,9 @@ func run(ctx context.Context, cfg *config) (err error) {
 	if cfg.defaults {
 		fmt.Fprintln(w, "**fabric_exporter runs with all its default collectors** (-fabric-defaults): its CPU is not comparable with the other rows.")
 		fmt.Fprintln(w)
+	}
+	if len(cfg.fabricExtra) > 0 {
+		fmt.Fprintf(w, "fabric_exporter (not the baseline) also runs with `%s`.\n\n", strings.Join(cfg.fabricExtra, " "))
 	}
 	fmt.Fprintln(w, "| binary | size |")
 	fmt.Fprintln(w, "|---|---:|")
