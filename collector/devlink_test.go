@@ -18,7 +18,7 @@ import (
 
 // newTestDevlink returns a devlink collector on the fixture sysfs tree
 // (default rails mlx5_0 and mlx5_3) without its poller: tests call poll.
-func newTestDevlink(t *testing.T, do DevlinkOptions) *devlinkCollector {
+func newTestDevlink(t testing.TB, do DevlinkOptions) *devlinkCollector {
 	t.Helper()
 	o := fixtureOptions(t, fixtureSys)
 	o.Devlink = do
@@ -295,4 +295,41 @@ func updateValuesErr(t testing.TB, c Collector) map[string]float64 {
 		out[s.Family().Name()+"{"+strings.Join(s.Values(), ",")+"}"] = v
 	}
 	return out
+}
+
+// BenchmarkDevlinkUpdate is what a scrape costs the devlink collector: the
+// fixture's 35 series, bound by the last poll (which runs on the shared
+// poller, off the scrape path). The rails are resolved once per scrape for
+// every collector, so the benchmark runs inside one scrape (rails=shared);
+// rails=resolved resolves them on every call, as a scrape of devlink alone
+// would.
+func BenchmarkDevlinkUpdate(b *testing.B) {
+	c := newTestDevlink(b, DevlinkOptions{Fixtures: "fixtures/devlink"})
+	c.poll(b.Context())
+	var batch exposition.Batch
+	for _, bc := range []struct {
+		name string
+		ctx  context.Context
+	}{{"rails=shared", context.WithValue(b.Context(), scrapeIDKey{}, uint64(1))}, {"rails=resolved", b.Context()}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				batch.Reset()
+				if err := c.Update(bc.ctx, &batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	if batch.Len() == 0 {
+		b.Fatal("no series")
+	}
+}
+
+// BenchmarkDevlinkPoll is one poll of both HCAs' recorded answers (health
+// and info), on the poller.
+func BenchmarkDevlinkPoll(b *testing.B) {
+	c := newTestDevlink(b, DevlinkOptions{Fixtures: "fixtures/devlink"})
+	for b.Loop() {
+		c.poll(b.Context())
+	}
 }
