@@ -2,12 +2,11 @@ package collector
 
 import (
 	"context"
-	"strings"
+	"errors"
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/client"
+	"github.com/fabric-exporter/fabric_exporter/internal/dockerapi"
 )
 
 // dockerNames looks up container names in the Docker Engine API
@@ -18,7 +17,7 @@ import (
 type dockerNames struct {
 	env     Env
 	host    string
-	cli     *client.Client
+	cli     *dockerapi.Client
 	timeout time.Duration
 	retry   time.Duration // a failed lookup is retried after this
 
@@ -45,7 +44,7 @@ const (
 )
 
 func newDockerNames(env Env, host string) (*dockerNames, error) {
-	cli, err := client.New(client.WithHost(host))
+	cli, err := dockerapi.New(host)
 	if err != nil {
 		return nil, err
 	}
@@ -103,14 +102,14 @@ func (d *dockerNames) loop() {
 func (d *dockerNames) lookup(id string) (string, error) {
 	ctx, cancel := context.WithTimeout(d.ctx, d.timeout)
 	defer cancel()
-	r, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	r, err := d.cli.Inspect(ctx, id)
 	if err != nil {
-		if cerrdefs.IsNotFound(err) {
+		if errors.Is(err, dockerapi.ErrNotFound) {
 			return "", nil
 		}
 		return "", err
 	}
-	return strings.TrimPrefix(r.Container.Name, "/"), nil
+	return r.Name, nil
 }
 
 // Close stops the lookups.

@@ -14,8 +14,7 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
-	"github.com/moby/moby/client"
-
+	"github.com/fabric-exporter/fabric_exporter/internal/dockerapi"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 )
 
@@ -128,27 +127,27 @@ func TestDockerNamesRealDaemon(t *testing.T) {
 	if host == "" || name == "" {
 		t.Skip("no FABRIC_TEST_DOCKER_HOST/FABRIC_TEST_DOCKER_CONTAINER (deploy/docker/test-image.sh runs this test against a real dockerd)")
 	}
-	cli, err := client.New(client.WithHost(host))
+	cli, err := dockerapi.New(host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	r, err := cli.Inspect(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := r.Container.ID
-	if r.Container.State == nil || r.Container.State.Pid == 0 {
-		t.Fatalf("container %s is not running", name)
+	id := r.ID
+	if r.Pid == 0 || r.Name != name {
+		t.Fatalf("container %s: %+v (not running, or another name)", name, r)
 	}
 	// The container's process's real /proc/PID/cgroup, as pid 4311's.
-	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", r.Container.State.Pid))
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", r.Pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("/proc/%d/cgroup:\n%s", r.Container.State.Pid, cg)
+	t.Logf("/proc/%d/cgroup:\n%s", r.Pid, cg)
 	proc := copyTree(t, fixtureProc)
 	if err := os.WriteFile(filepath.Join(proc, "4311", "cgroup"), cg, 0o644); err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ var layers = map[string][]string{
 	"internal/ethtoolnl":      nil,
 	"internal/rdmanl":         nil,
 	"internal/devlinknl":      nil,
+	"internal/dockerapi":      nil,
 	"internal/procwatch":      {"internal/proc", "internal/sysfs", "internal/rdmanl"},
 	"internal/netnsdial":      nil,
 	"internal/gpu":            nil,
@@ -42,7 +43,7 @@ var layers = map[string][]string{
 	"collector": {"internal/exposition", "internal/sysfs", "internal/proc", "internal/nccl", "internal/nccl/inspector",
 		"internal/kmsg",
 		"internal/ncclras", "internal/optics", "internal/ethtoolnl", "internal/rdmanl", "internal/gpu", "internal/gpu/nvidia",
-		"internal/procwatch", "internal/netnsdial", "internal/devlinknl"},
+		"internal/procwatch", "internal/netnsdial", "internal/devlinknl", "internal/dockerapi"},
 	"alerts":     nil,
 	"dashboards": {"alerts"},
 }
