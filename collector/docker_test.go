@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+
 	"github.com/fabric-exporter/fabric_exporter/internal/dockerapi"
 	"github.com/fabric-exporter/fabric_exporter/internal/exposition"
 )
