@@ -152,15 +152,7 @@ func TestBusIDsPerVersion(t *testing.T) {
 		peers: []Peer{{GPU: "60", PeerGPU: "0000:1d:00.0", Transport: "SHM", N: 1}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			peers, nets := peersOf(t, tc.lines...)
-			var gotP []Peer
-			var gotN []NetUse
-			for _, v := range peers {
-				gotP = append(gotP, v...)
-			}
-			for _, v := range nets {
-				gotN = append(gotN, v...)
-			}
+			gotP, gotN := allPeersOf(t, tc.lines...)
 			if !reflect.DeepEqual(gotP, tc.peers) {
 				t.Errorf("peers %+v\nwant  %+v", gotP, tc.peers)
 			}

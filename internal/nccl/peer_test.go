@@ -34,6 +34,22 @@ func peersOf(t *testing.T, lines ...string) (map[string][]Peer, map[string][]Net
 	return peers, nets
 }
 
+// allPeersOf is peersOf with every process's peers and network uses in one
+// list each (the tests that use it have one process).
+func allPeersOf(t *testing.T, lines ...string) ([]Peer, []NetUse) {
+	t.Helper()
+	peers, nets := peersOf(t, lines...)
+	var gotP []Peer
+	var gotN []NetUse
+	for _, v := range peers {
+		gotP = append(gotP, v...)
+	}
+	for _, v := range nets {
+		gotN = append(gotN, v...)
+	}
+	return gotP, gotN
+}
+
 func TestPeersAndNetUses(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -106,15 +122,7 @@ func TestPeersAndNetUses(t *testing.T) {
 		peers: []Peer{{GPU: "0", PeerGPU: "1", Transport: "P2P/IPC", N: 1}, {GPU: "0", PeerGPU: "2", Transport: "P2P/IPC", N: 1}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			peers, nets := peersOf(t, tc.lines...)
-			var gotP []Peer
-			var gotN []NetUse
-			for _, v := range peers {
-				gotP = append(gotP, v...)
-			}
-			for _, v := range nets {
-				gotN = append(gotN, v...)
-			}
+			gotP, gotN := allPeersOf(t, tc.lines...)
 			if !reflect.DeepEqual(gotP, tc.peers) {
 				t.Errorf("peers %+v, want %+v", gotP, tc.peers)
 			}
