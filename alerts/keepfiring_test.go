@@ -21,18 +21,7 @@ var noKeepFiring = []string{"PCIeUncorrectableErrors"}
 func TestPagesKeepFiring(t *testing.T) {
 	c := DefaultConfig()
 	c.For.KeepFiring = "42s"
-	b, err := Render(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "rules.yml")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rf, err := readRules(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rf := renderRules(t, c)
 	pages := 0
 	for _, g := range rf.Groups {
 		for _, r := range g.Rules {

@@ -139,6 +139,20 @@ func readRules(path string) (ruleFile, error) {
 	return rf, yaml.Unmarshal(b, &rf)
 }
 
+// renderRules renders c and parses the rules file it makes.
+func renderRules(t *testing.T, c Config) ruleFile {
+	t.Helper()
+	b, err := Render(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rf ruleFile
+	if err := yaml.Unmarshal(b, &rf); err != nil {
+		t.Fatal(err)
+	}
+	return rf
+}
+
 func stripAnnotations(path string) ([]byte, error) {
 	rf, err := readRules(path)
 	if err != nil {
@@ -290,18 +304,7 @@ func TestOnlyExporterDownSelectsJob(t *testing.T) {
 	c := DefaultConfig()
 	c.ExporterSelector = `job="serviceMonitor/monitoring/fabric-exporter/0"`
 	c.SGLangSelector = ""
-	b, err := Render(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "rules.yml")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rf, err := readRules(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rf := renderRules(t, c)
 	n := 0
 	for _, g := range rf.Groups {
 		for _, r := range g.Rules {
