@@ -151,15 +151,7 @@ func TestBusIDsPerVersion(t *testing.T) {
 		lines: []string{"g:100:101 [1] NCCL INFO Channel 00 : 1[60] -> 2[1d000] via direct shared memory"},
 		peers: []Peer{{GPU: "60", PeerGPU: "0000:1d:00.0", Transport: "SHM", N: 1}},
 	}} {
-		t.Run(tc.name, func(t *testing.T) {
-			gotP, gotN := allPeersOf(t, tc.lines...)
-			if !reflect.DeepEqual(gotP, tc.peers) {
-				t.Errorf("peers %+v\nwant  %+v", gotP, tc.peers)
-			}
-			if !reflect.DeepEqual(gotN, tc.nets) {
-				t.Errorf("nets %+v\nwant %+v", gotN, tc.nets)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantPeers(t, tc.lines, tc.peers, tc.nets) })
 	}
 }
 

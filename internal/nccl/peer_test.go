@@ -34,20 +34,25 @@ func peersOf(t *testing.T, lines ...string) (map[string][]Peer, map[string][]Net
 	return peers, nets
 }
 
-// allPeersOf is peersOf with every process's peers and network uses in one
-// list each (the tests that use it have one process).
-func allPeersOf(t *testing.T, lines ...string) ([]Peer, []NetUse) {
+// wantPeers checks the peers and network uses that lines give (every
+// process's in one list: the tables have one process).
+func wantPeers(t *testing.T, lines []string, peers []Peer, nets []NetUse) {
 	t.Helper()
-	peers, nets := peersOf(t, lines...)
+	byProc, netsByProc := peersOf(t, lines...)
 	var gotP []Peer
 	var gotN []NetUse
-	for _, v := range peers {
+	for _, v := range byProc {
 		gotP = append(gotP, v...)
 	}
-	for _, v := range nets {
+	for _, v := range netsByProc {
 		gotN = append(gotN, v...)
 	}
-	return gotP, gotN
+	if !reflect.DeepEqual(gotP, peers) {
+		t.Errorf("peers %+v\nwant  %+v", gotP, peers)
+	}
+	if !reflect.DeepEqual(gotN, nets) {
+		t.Errorf("net uses %+v\nwant %+v", gotN, nets)
+	}
 }
 
 func TestPeersAndNetUses(t *testing.T) {
@@ -121,15 +126,7 @@ func TestPeersAndNetUses(t *testing.T) {
 		},
 		peers: []Peer{{GPU: "0", PeerGPU: "1", Transport: "P2P/IPC", N: 1}, {GPU: "0", PeerGPU: "2", Transport: "P2P/IPC", N: 1}},
 	}} {
-		t.Run(tc.name, func(t *testing.T) {
-			gotP, gotN := allPeersOf(t, tc.lines...)
-			if !reflect.DeepEqual(gotP, tc.peers) {
-				t.Errorf("peers %+v, want %+v", gotP, tc.peers)
-			}
-			if !reflect.DeepEqual(gotN, tc.nets) {
-				t.Errorf("net uses %+v, want %+v", gotN, tc.nets)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantPeers(t, tc.lines, tc.peers, tc.nets) })
 	}
 }
 
