@@ -40,6 +40,7 @@ var layers = map[string][]string{
 	"internal/fixturetree":    nil,
 	"internal/fakekubelet":    nil,
 	"internal/fakeras":        nil,
+	"internal/nlattr":         nil,
 	"collector": {"internal/exposition", "internal/sysfs", "internal/proc", "internal/nccl", "internal/nccl/inspector",
 		"internal/kmsg",
 		"internal/ncclras", "internal/optics", "internal/ethtoolnl", "internal/rdmanl", "internal/gpu", "internal/gpu/nvidia",

@@ -13,6 +13,8 @@ import (
 	"github.com/mdlayher/netlink"
 	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/nlattr"
 )
 
 // The numbers the messages below are built from are include/uapi/linux/
@@ -58,43 +60,21 @@ func TestConstantsAreTheUAPIs(t *testing.T) {
 	}
 }
 
-// Attributes built byte by byte as the kernel's nla_put lays them out
-// (include/uapi/linux/netlink.h): struct nlattr {__u16 nla_len; __u16
-// nla_type} in host byte order, the payload, padding to 4 bytes. devlink
-// opens the reporter nest with nla_nest_start_noflag (no NLA_F_NESTED),
-// the version nests with nla_nest_start (NLA_F_NESTED, 1<<15).
-
-const nlaFNested = 1 << 15
-
-func nla(typ uint16, payload ...byte) []byte {
-	b := make([]byte, 4, 4+len(payload)+3)
-	binary.NativeEndian.PutUint16(b[0:], uint16(4+len(payload)))
-	binary.NativeEndian.PutUint16(b[2:], typ)
-	b = append(b, payload...)
-	for len(b)%4 != 0 {
-		b = append(b, 0)
-	}
-	return b
-}
-
-func u8(typ uint16, v uint8) []byte   { return nla(typ, v) }
-func u32(typ uint16, v uint32) []byte { return nla(typ, binary.NativeEndian.AppendUint32(nil, v)...) }
-
-// u64 is nla_put_u64_64bit: on an architecture without efficient unaligned
-// access a DEVLINK_ATTR_PAD attribute precedes it when needed.
-func u64(typ uint16, v uint64) []byte { return nla(typ, binary.NativeEndian.AppendUint64(nil, v)...) }
-func str(typ uint16, s string) []byte { return nla(typ, append([]byte(s), 0)...) } // nla_put_string
-
-func cat(parts ...[]byte) []byte {
-	var b []byte
-	for _, x := range parts {
-		b = append(b, x...)
-	}
-	return b
-}
-
-func nest(typ uint16, parts ...[]byte) []byte       { return nla(typ|nlaFNested, cat(parts...)...) }
-func nestNoFlag(typ uint16, parts ...[]byte) []byte { return nla(typ, cat(parts...)...) }
+// Attributes as the kernel lays them out (internal/nlattr). devlink opens
+// the reporter nest with nla_nest_start_noflag (no NLA_F_NESTED), the
+// version nests with nla_nest_start (NLA_F_NESTED). A u64 is
+// nla_put_u64_64bit: on an architecture without efficient unaligned access
+// a DEVLINK_ATTR_PAD attribute would precede it.
+var (
+	nla        = nlattr.Attr
+	u8         = nlattr.U8
+	u32        = nlattr.U32
+	u64        = nlattr.U64
+	str        = nlattr.Str
+	cat        = nlattr.Cat
+	nest       = nlattr.Nest
+	nestNoFlag = nlattr.NestNoFlag
+)
 
 func handleAttrsOf(h Handle) []byte { return cat(str(attrBusName, h.Bus), str(attrDevName, h.Device)) }
 

@@ -9,49 +9,20 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"github.com/mdlayher/netlink/nltest"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/nlattr"
 )
 
-// Attributes built byte by byte as the kernel's nla_put lays them out
-// (include/uapi/linux/netlink.h): a struct nlattr {__u16 nla_len; __u16
-// nla_type} in host byte order, the payload, padding to 4 bytes; a nest
-// (nla_nest_start) carries NLA_F_NESTED (1<<15) on kernels since 5.2.
-
-const nlaFNested = 1 << 15
-
-func nla(typ uint16, payload ...byte) []byte {
-	b := make([]byte, 4, 4+len(payload)+3)
-	binary.NativeEndian.PutUint16(b[0:], uint16(4+len(payload)))
-	binary.NativeEndian.PutUint16(b[2:], typ)
-	b = append(b, payload...)
-	for len(b)%4 != 0 {
-		b = append(b, 0)
-	}
-	return b
-}
-
-func u32(typ uint16, v uint32) []byte {
-	return nla(typ, binary.NativeEndian.AppendUint32(nil, v)...)
-}
-
-func u8(typ uint16, v uint8) []byte { return nla(typ, v) }
-
-func str(typ uint16, s string) []byte { return nla(typ, append([]byte(s), 0)...) } // NLA_NUL_STRING
-
-func nest(typ uint16, parts ...[]byte) []byte {
-	var p []byte
-	for _, x := range parts {
-		p = append(p, x...)
-	}
-	return nla(typ|nlaFNested, p...)
-}
-
-func cat(parts ...[]byte) []byte {
-	var b []byte
-	for _, x := range parts {
-		b = append(b, x...)
-	}
-	return b
-}
+// Attributes as the kernel lays them out (internal/nlattr); a nest
+// (nla_nest_start) carries NLA_F_NESTED on kernels since 5.2.
+var (
+	nla  = nlattr.Attr
+	u8   = nlattr.U8
+	u32  = nlattr.U32
+	str  = nlattr.Str
+	cat  = nlattr.Cat
+	nest = nlattr.Nest
+)
 
 // rcQP is a user RC QP in RTS as fill_res_qp_entry writes it: port, lqpn,
 // rqpn, rq_psn, sq_psn, path_mig_state, type, state, pid.
