@@ -47,13 +47,7 @@ func TestDrillReplay(t *testing.T) {
 		ReplayInspector: filepath.Join(repo, "collector/fixtures/nccl-inspector/json"),
 		ExporterPort:    freePort(t), PrometheusPort: freePort(t), AlertmanagerPort: freePort(t), WebhookPort: freePort(t), TorchPort: freePort(t),
 		PageTimeout: 90 * time.Second, ScrapeInterval: "2s", EvalInterval: "2s"}
-	res, err := Run(cfg)
-	if res != nil {
-		t.Logf("report:\n%s", strings.Join(res.Lines, "\n"))
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runDrill(t, cfg)
 	if res.Failed() {
 		t.Fatal("the drill's checks failed on the recorded logs")
 	}
@@ -185,4 +179,18 @@ func TestInspectorDumps(t *testing.T) {
 	if !ok || m["vm/7"] != 3 || m["vm/8"] != 2 {
 		t.Errorf("%v %v", m, ok)
 	}
+}
+
+// runDrill runs the drill with cfg, logs its report and fails the test when
+// it could not run (its checks are the caller's to judge).
+func runDrill(t *testing.T, cfg Config) *Result {
+	t.Helper()
+	res, err := Run(cfg)
+	if res != nil {
+		t.Logf("report:\n%s", strings.Join(res.Lines, "\n"))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

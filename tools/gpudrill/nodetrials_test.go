@@ -51,13 +51,7 @@ func TestNodeTrials(t *testing.T) {
 		DestroyTrial: true, NonblockingTrial: true, Shape: shapeContainer,
 		ExporterPort: freePort(t), PrometheusPort: freePort(t), AlertmanagerPort: freePort(t), WebhookPort: freePort(t), TorchPort: freePort(t),
 		PageTimeout: 90 * time.Second, ScrapeInterval: "2s", EvalInterval: "2s"}
-	res, err := Run(cfg)
-	if res != nil {
-		t.Logf("report:\n%s", strings.Join(res.Lines, "\n"))
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runDrill(t, cfg)
 	var names []string
 	for _, c := range res.Checks {
 		names = append(names, c.name)
@@ -152,13 +146,7 @@ func TestShapeSelftest(t *testing.T) {
 		SelftestShape: true, RASParallel: true, ContainerRDMA: false,
 		ExporterPort: freePort(t), PrometheusPort: freePort(t), AlertmanagerPort: freePort(t), WebhookPort: freePort(t), TorchPort: freePort(t),
 		PageTimeout: 30 * time.Second, ScrapeInterval: "1s", EvalInterval: "1s"}
-	res, err := Run(cfg)
-	if res != nil {
-		t.Logf("report:\n%s", strings.Join(res.Lines, "\n"))
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runDrill(t, cfg)
 	if res.Failed() {
 		t.Error("the selftest failed")
 	}
