@@ -157,7 +157,7 @@ demo: build ## run the exporter on the fixtures with RAS and kubelet stand-ins (
 	@$(GO) build -o build/fabric_demo ./tools/demo
 	@exec build/fabric_demo -exporter ./$(BIN) -listen $(DEMO_ADDR) -dir build/demo -- $(ARGS)
 
-# Re-render alerts/fabric-rules.yml (alerts/rules.yml.tmpl, alerts/config.yml)
+# Re-render alerts/fabric-rules.yml (alerts/rules/*.yml.tmpl, alerts/config.yml)
 # and alerts/dcgm-compat-rules.yml, then the Kubernetes PrometheusRule from
 # alerts/fabric-rules.yml, then the Helm chart's copy of it (and of the
 # dashboards). The tests only check that these are up to date.

@@ -1,11 +1,14 @@
 // Package alerts renders fabric_exporter's recording rules and alerts from
-// rules.yml.tmpl and the selectors and thresholds in config.yml.
+// the templates in rules/ (one per concern: rules/README.md) and the
+// selectors and thresholds in config.yml.
 package alerts
 
 import (
 	"bytes"
-	_ "embed"
+	"embed"
 	"fmt"
+	"io/fs"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,8 +20,56 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-//go:embed rules.yml.tmpl
-var rulesTemplate string
+// ruleTemplates holds one template per concern; Render concatenates them
+// in the lexical order of their names (the numeric prefixes), after
+// rulesHeader.
+//
+//go:embed rules/*.yml.tmpl
+var ruleTemplates embed.FS
+
+// rulesHeader opens the rendered file, before the groups of rules/.
+const rulesHeader = `# Rendered from alerts/rules/*.yml.tmpl with alerts/config.yml by ` + "`make rules`" + `.
+# Do not edit the rendered file; edit the templates or the config.
+# The rules select fabric_exporter's series by metric name (fabric_* is unique
+# to the exporter), so they work under any scrape job name; only
+# FabricExporterDown needs the job (exporterSelector in alerts/config.yml).
+# One template per concern (alerts/rules/README.md), in the order of their
+# names. The pages and what they read run at Prometheus's evaluation
+# interval (the groups without interval:); every other group runs every
+# warningInterval (alerts/config.yml): at fleet scale the cost of the rules
+# is the series they read per round (docs/alerts.md, "Groups";
+# docs/benchmarks.md, "Fleet scale").
+groups:
+`
+
+// ruleFiles returns the names of the rule templates in rendering order.
+func ruleFiles() []string {
+	names, err := fs.Glob(ruleTemplates, "rules/*.yml.tmpl")
+	if err != nil {
+		panic(err) // the pattern is constant
+	}
+	slices.Sort(names)
+	return names
+}
+
+// ruleSource returns a rule template's text, ending in exactly one newline.
+func ruleSource(name string) string {
+	b, err := ruleTemplates.ReadFile(name)
+	if err != nil {
+		panic(err) // embedded
+	}
+	return strings.TrimRight(string(b), "\n") + "\n"
+}
+
+// rulesTemplate is every rule template in rendering order, as Render joins
+// them (a blank line between two files), without the header.
+var rulesTemplate = func() string {
+	var parts []string
+	for _, name := range ruleFiles() {
+		parts = append(parts, ruleSource(name))
+	}
+	return strings.Join(parts, "\n")
+}()
 
 //go:embed config.yml
 var defaultConfig []byte
@@ -189,13 +240,21 @@ func Render(c Config) ([]byte, error) {
 		"WarningInterval": c.WarningInterval, "CauseLatchWindow": c.CauseLatchWindow,
 	}
 	data["NCCLInspectorBusBandwidthRatio"] = num(c.NCCLInspectorBusBandwidthRatio)
-	t, err := template.New("rules").Delims("<%", "%>").Option("missingkey=error").Parse(rulesTemplate)
-	if err != nil {
-		return nil, err
-	}
+	// Each file is a template of its own (an error names the file and its
+	// line; no action spans two files), rendered in order.
 	var b bytes.Buffer
-	if err := t.Execute(&b, data); err != nil {
-		return nil, err
+	b.WriteString(rulesHeader)
+	for i, name := range ruleFiles() {
+		t, err := template.New(path.Base(name)).Delims("<%", "%>").Option("missingkey=error").Parse(ruleSource(name))
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		if err := t.Execute(&b, data); err != nil {
+			return nil, err
+		}
 	}
 	return b.Bytes(), nil
 }

@@ -17,7 +17,7 @@ import (
 
 const renderedPath = RulesFile
 
-// The committed rule files are what the template, dcgm.go and config.yml
+// The committed rule files are what the templates, dcgm.go and config.yml
 // render to. The test only compares; `make rules` (go run ./alerts/gen)
 // writes them.
 func TestGeneratedUpToDate(t *testing.T) {

@@ -1,5 +1,5 @@
 // Command gen writes alerts/fabric-rules.yml and alerts/dcgm-compat-rules.yml
-// from alerts/rules.yml.tmpl, alerts/dcgm.go and alerts/config.yml
+// from alerts/rules/*.yml.tmpl, alerts/dcgm.go and alerts/config.yml
 // (`make rules`: go run ./alerts/gen -dir alerts).
 package main
 

@@ -19,7 +19,7 @@ const (
 )
 
 const ruleHeader = `# Generated from alerts/fabric-rules.yml by ` + "`go run ./deploy/kubernetes/gen`" + ` (make rules).
-# Do not edit: change alerts/config.yml or alerts/rules.yml.tmpl, then run make rules.
+# Do not edit: change alerts/config.yml or alerts/rules/*.yml.tmpl, then run make rules.
 apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
 metadata:

@@ -232,7 +232,7 @@ func TestRecordPasses(t *testing.T) {
 		t.Errorf("%d records in the passes, %d in the file", len(passOf), records)
 	}
 	// A record may read its own earlier samples (the latched causes of
-	// alerts/rules.yml.tmpl). promtool's backfill evaluates each rule with
+	// alerts/rules/20-nccl.yml.tmpl). promtool's backfill evaluates each rule with
 	// one range query over the history, so there it sees none of its own
 	// samples and holds the current cause at each step; the long view draws
 	// the dashboards, which read no latch.
