@@ -54,6 +54,7 @@ type gpuCollector struct {
 	numa    map[string]string // PCI bus ID -> NUMA node ("" = none)
 
 	info, proc, source, supported, dcgmUp, util *exposition.Family
+	procSM, procMem                             *exposition.Family
 	nvlinkUp, nvlinkErrors, nvlinkTx, nvlinkRx  *exposition.Family
 	p2p                                         *exposition.Family
 	fields                                      [gpu.NumFields]*exposition.Family
@@ -88,7 +89,12 @@ func newGPUCollector(env Env, o *Options) (Collector, error) {
 		bo: gpu.Options{Source: g.Source, DCGMAddress: g.DCGMAddress, DCGMEmbedded: g.DCGMEmbedded, Interval: g.Interval, Logger: env.Logger},
 		info: env.Families.NewFamily("fabric_gpu_info", "GPU metadata; numa_node comes from sysfs (\"\" when the kernel reports none).",
 			gg, "gpu", "uuid", "name", "pci_bus_id", "numa_node", "driver_version"),
-		proc:      env.Families.NewFamily("fabric_gpu_process_info", "A compute process on the GPU (host PID namespace).", gg, "gpu", "uuid", "pid"),
+		proc: env.Families.NewFamily("fabric_gpu_process_info", "A compute process on the GPU (host PID namespace).", gg, "gpu", "uuid", "pid"),
+		procSM: env.Families.NewFamily("fabric_gpu_process_utilization_ratio",
+			"Fraction of the last window (5 s, or 3 sampling periods if longer, at most 1 m) in which a kernel of the process ran on the GPU (NVML per-process utilization samples, nvidia-smi pmon's sm; host PID namespace). 0: resident but idle, nothing launched. A spinning NCCL kernel that waits for a peer counts as running: read it with fabric_gpu_sm_active_ratio and fabric_gpu_dram_active_ratio of the GPU. Absent where NVML cannot tell (DCGM source, unsupported, the call failed).",
+			gg, "gpu", "uuid", "pid"),
+		procMem: env.Families.NewFamily("fabric_gpu_process_memory_utilization_ratio",
+			"Fraction of the last window in which the process's kernels read or wrote device memory (NVML per-process utilization, nvidia-smi pmon's mem).", gg, "gpu", "uuid", "pid"),
 		source:    env.Families.NewFamily("fabric_gpu_source_info", "Where the GPU activity fields come from: dcgm, nvml_gpm or nvml (no activity fields).", gg, "source"),
 		supported: env.Families.NewFamily("fabric_gpu_field_supported", "1 if the source delivers the activity field for this GPU, 0 if not (its series is then absent).", gg, "gpu", "uuid", "field"),
 		dcgmUp:    env.Families.NewFamily("fabric_dcgm_up", "1 while the exporter is connected to the DCGM host engine, 0 while it reconnects.", gg),
@@ -177,6 +183,13 @@ func (c *gpuCollector) Update(_ context.Context, b *exposition.Batch) error {
 		}
 		for _, pid := range d.PIDs {
 			b.AddWith(c.proc, 1, idx, d.UUID, strconv.FormatUint(uint64(pid), 10))
+		}
+		if !d.ProcessesAt.IsZero() && now.Sub(d.ProcessesAt) <= stale {
+			for _, p := range d.Processes {
+				pid := strconv.FormatUint(uint64(p.PID), 10)
+				b.AddWith(c.procSM, p.SM, idx, d.UUID, pid)
+				b.AddWith(c.procMem, p.Mem, idx, d.UUID, pid)
+			}
 		}
 		for _, p := range d.Peers {
 			var st [gpu.NumP2PCaps]string

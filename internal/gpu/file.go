@@ -26,8 +26,16 @@ type fileDevice struct {
 	Unsupported []string            `json:"unsupported"`
 	Utilization *float64            `json:"utilization"`
 	PIDs        []uint32            `json:"pids"`
-	NVLinks     []fileNVLink        `json:"nvlinks"`
-	P2P         []fileP2P           `json:"p2p"`
+	// Processes: per-process activity (absent: unknown).
+	Processes []fileProcess `json:"processes"`
+	NVLinks   []fileNVLink  `json:"nvlinks"`
+	P2P       []fileP2P     `json:"p2p"`
+}
+
+type fileProcess struct {
+	PID uint32  `json:"pid"`
+	SM  float64 `json:"sm"`
+	Mem float64 `json:"mem"`
 }
 
 type fileNVLink struct {
@@ -63,6 +71,11 @@ func NewFileBackend(path string) (*FileBackend, error) {
 		for _, name := range d.Unsupported {
 			if fieldByName(name) < 0 {
 				return nil, fmt.Errorf("%s: gpu %d: unknown field %q", path, d.Index, name)
+			}
+		}
+		for _, p := range d.Processes {
+			if !(p.SM >= 0 && p.SM <= 1 && p.Mem >= 0 && p.Mem <= 1) {
+				return nil, fmt.Errorf("%s: gpu %d: process %d: sm and mem are ratios (0-1)", path, d.Index, p.PID)
 			}
 		}
 		if err := checkFileP2P(d.P2P); err != nil {
@@ -119,6 +132,12 @@ func (fb *FileBackend) Snapshot() (Snapshot, error) {
 		}
 		if fd.Utilization != nil {
 			d.Utilization = &Value{V: *fd.Utilization, At: now}
+		}
+		if fd.Processes != nil {
+			d.Processes, d.ProcessesAt, d.ProcessWindow = []ProcessActivity{}, now, 5*time.Second
+			for _, p := range fd.Processes {
+				d.Processes = append(d.Processes, ProcessActivity{PID: p.PID, SM: p.SM, Mem: p.Mem, Samples: 1})
+			}
 		}
 		for _, fl := range fd.NVLinks {
 			l := NVLink{Link: fl.Link, Up: fl.Up}

@@ -60,6 +60,12 @@ type Device struct {
 	Utilization *Value
 	// PIDs of compute processes, in the driver's (host) PID namespace.
 	PIDs []uint32
+	// Processes is each compute process's activity over ProcessWindow
+	// ending at ProcessesAt (NVML per-process utilization); nil when the
+	// backend cannot tell (DCGM, unsupported, the call failed).
+	Processes     []ProcessActivity
+	ProcessesAt   time.Time
+	ProcessWindow time.Duration
 	// NVLinks are the GPU's NVLink links (none on PCIe-only GPUs).
 	NVLinks []NVLink
 	// Peers is NVML's P2P status towards each other GPU (read once).

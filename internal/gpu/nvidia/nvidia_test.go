@@ -39,6 +39,8 @@ type fakeNVML struct {
 	nvlinks  int
 	linkDown map[int]bool
 	linkErrs uint64
+	// procUtil answers GetProcessUtilization of GPU i (nil: NOT_SUPPORTED).
+	procUtil func(i int, since uint64) ([]nvml.ProcessUtilizationSample, nvml.Return)
 	// p2p answers GetP2PStatus from GPU a to GPU b (nil: not supported).
 	p2p func(a, b int, c nvml.GpuP2PCapsIndex) (nvml.GpuP2PStatus, nvml.Return)
 }
@@ -80,6 +82,12 @@ func (f *fakeNVML) lib(n int, gpm bool, initRet nvml.Return) *mock.Interface {
 				return []nvml.ProcessInfo{{Pid: uint32(1000 + i)}}, ret()
 			},
 			GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 95}, ret() },
+			GetProcessUtilizationFunc: func(since uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+				if f.procUtil == nil {
+					return nil, nvml.ERROR_NOT_SUPPORTED
+				}
+				return f.procUtil(i, since)
+			},
 			GetNvLinkStateFunc: func(link int) (nvml.EnableState, nvml.Return) {
 				f.mu.Lock()
 				defer f.mu.Unlock()
@@ -400,5 +408,74 @@ func TestNVMLNVLinks(t *testing.T) {
 	s.sample(time.Now())
 	if e := s.devices()[0].NVLinks[2].Errors[gpu.NVLinkReplay]; e.V != 25 {
 		t.Errorf("replay after a round %+v", e)
+	}
+}
+
+// Per-process utilization: the samples of the last window per compute
+// process, 0 for one without samples, NOT_FOUND (no sample since) is every
+// process idle, another error leaves it unknown, NOT_SUPPORTED is not
+// asked again.
+func TestNVMLProcessUtilization(t *testing.T) {
+	f := &fakeNVML{lost: map[int]bool{}}
+	f.metrics = func(*nvml.GpmMetricsGetType) nvml.Return { return nvml.SUCCESS }
+	var mu sync.Mutex
+	answer, calls := nvml.SUCCESS, 0
+	var sinceSeen uint64
+	f.procUtil = func(i int, since uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if i != 0 {
+			return nil, nvml.ERROR_NOT_SUPPORTED
+		}
+		sinceSeen = since
+		if answer != nvml.SUCCESS {
+			return nil, answer
+		}
+		// GPU 0's compute process is pid 1000: busy in every 1 s period of
+		// the last 5 s.
+		now := uint64(time.Now().UnixMicro())
+		var out []nvml.ProcessUtilizationSample
+		for k := uint64(0); k < 5; k++ {
+			out = append(out, nvml.ProcessUtilizationSample{Pid: 1000, TimeStamp: now - k*1_000_000 - 1000, SmUtil: 100, MemUtil: 20})
+		}
+		return out, nvml.SUCCESS
+	}
+	s, err := startNVML(f.lib(2, false, nvml.SUCCESS), time.Hour, true, nopLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	s.procWindow = 5 * time.Second // an interval of 1 s
+	s.sample(time.Now())
+	d := s.devices()
+	if len(d[0].Processes) != 1 || d[0].Processes[0].PID != 1000 || d[0].Processes[0].SM < 0.99 || d[0].Processes[0].Mem < 0.19 || d[0].Processes[0].Mem > 0.21 {
+		t.Errorf("GPU 0: %+v, want pid 1000 sm 1 mem 0.2", d[0].Processes)
+	}
+	if w := time.Since(time.UnixMicro(int64(sinceSeen))); w < 4*time.Second || w > 7*time.Second {
+		t.Errorf("asked for samples since %s ago, want the 5 s window", w)
+	}
+	if d[1].Processes != nil || !d[1].ProcessesAt.IsZero() {
+		t.Errorf("GPU 1 (NOT_SUPPORTED): %+v, want unknown", d[1].Processes)
+	}
+	mu.Lock()
+	answer = nvml.ERROR_NOT_FOUND
+	mu.Unlock()
+	s.sample(time.Now())
+	if d := s.devices(); len(d[0].Processes) != 1 || d[0].Processes[0].SM != 0 {
+		t.Errorf("NOT_FOUND: %+v, want pid 1000 at 0", d[0].Processes)
+	}
+	mu.Lock()
+	answer = nvml.ERROR_UNKNOWN
+	before := calls
+	mu.Unlock()
+	s.sample(time.Now())
+	if d := s.devices(); d[0].Processes != nil {
+		t.Errorf("ERROR_UNKNOWN: %+v, want unknown", d[0].Processes)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls-before != 1 {
+		t.Errorf("%d calls in a round after GPU 1 said NOT_SUPPORTED, want 1 (GPU 0 only)", calls-before)
 	}
 }

@@ -40,6 +40,7 @@ type nvmlSampler struct {
 	driverVersion string
 	anyGPM        bool
 	gpus          []*nvmlGPU
+	procWindow    time.Duration // tests: the per-process window (0: from the interval)
 
 	mu     sync.Mutex
 	latest []gpu.Device
@@ -57,6 +58,9 @@ type nvmlGPU struct {
 	primed  bool
 	lost    bool
 	links   []int // NVLink links NVML reports a state for
+	// noProcUtil: the GPU answered NOT_SUPPORTED to per-process
+	// utilization; not asked again.
+	noProcUtil bool
 }
 
 func startNVML(lib nvml.Interface, interval time.Duration, withGPM bool, logger log.Logger) (*nvmlSampler, error) {
@@ -167,6 +171,7 @@ func (s *nvmlSampler) sampleGPU(g *nvmlGPU, d *gpu.Device, now time.Time) error 
 	if u, ret := g.h.GetUtilizationRates(); ret == nvml.SUCCESS {
 		d.Utilization = &gpu.Value{V: float64(u.Gpu) / 100, At: now}
 	}
+	s.sampleProcesses(g, d, now)
 	d.NVLinks = sampleNVLinks(g)
 	if !g.gpm {
 		for f := range d.Support {
@@ -202,6 +207,46 @@ func (s *nvmlSampler) sampleGPU(g *nvmlGPU, d *gpu.Device, now time.Time) error 
 	}
 	g.cur, g.primed = 1-g.cur, true
 	return nil
+}
+
+// processWindow is the window of per-process activity: several of the
+// driver's sampling periods (1/6 s to 1 s), and several of ours.
+func (s *nvmlSampler) processWindow() time.Duration {
+	if s.procWindow > 0 {
+		return s.procWindow
+	}
+	return min(max(5*time.Second, 3*s.interval), time.Minute)
+}
+
+// sampleProcesses reads the per-process utilization samples of the last
+// window (nvmlDeviceGetProcessUtilization: NOT_FOUND is "no sample since",
+// every process idle). Any other answer leaves the processes unknown.
+func (s *nvmlSampler) sampleProcesses(g *nvmlGPU, d *gpu.Device, now time.Time) {
+	if g.noProcUtil {
+		return
+	}
+	w := s.processWindow()
+	since := uint64(max(now.Add(-w).UnixMicro(), 0))
+	var samples []nvml.ProcessUtilizationSample
+	ret := nvml.ERROR_INSUFFICIENT_SIZE
+	for try := 0; try < 3 && ret == nvml.ERROR_INSUFFICIENT_SIZE; try++ {
+		// The buffer can grow between go-nvml's two calls.
+		samples, ret = g.h.GetProcessUtilization(since)
+	}
+	switch ret {
+	case nvml.SUCCESS, nvml.ERROR_NOT_FOUND:
+	case nvml.ERROR_NOT_SUPPORTED:
+		g.noProcUtil = true
+		return
+	default:
+		return
+	}
+	ps := make([]gpu.ProcessSample, 0, len(samples))
+	for _, x := range samples {
+		ps = append(ps, gpu.ProcessSample{PID: x.Pid, At: time.UnixMicro(int64(x.TimeStamp)), SM: x.SmUtil, Mem: x.MemUtil})
+	}
+	d.Processes = gpu.ProcessActivityOf(ps, d.PIDs, now, w)
+	d.ProcessesAt, d.ProcessWindow = now, w
 }
 
 // devices returns a copy of the latest round.
