@@ -15,9 +15,9 @@ import (
 // kept while the labels stay the same (PID, start time, comm, selection).
 
 type processFamilies struct {
-	selected, candidates, qpAvail                                                                 *exposition.Series
-	info, cpu, rss, ctxSw, majflt, numaMem, allowed, memAllowed, nccl, visible, reqFam, verbsOpen *exposition.Family
-	container, causeFam, errors, verbsFDs, qps, hostNS, namespace, qpOwners                       *exposition.Family
+	selected, candidates, qpAvail                                                                        *exposition.Series
+	info, cpu, rss, ctxSw, majflt, state, numaMem, allowed, memAllowed, nccl, visible, reqFam, verbsOpen *exposition.Family
+	container, causeFam, errors, verbsFDs, qps, hostNS, namespace, qpOwners                              *exposition.Family
 }
 
 func newProcessFamilies(r *exposition.Registry) processFamilies {
@@ -30,6 +30,7 @@ func newProcessFamilies(r *exposition.Registry) processFamilies {
 		cpu:    r.NewFamily("fabric_process_cpu_seconds_total", "CPU time of the process by mode (user, system), from /proc/PID/stat.", ctr, "pid", "comm", "mode"),
 		rss:    r.NewFamily("fabric_process_resident_memory_bytes", "Resident memory of the process (VmRSS).", g, "pid", "comm"),
 		ctxSw:  r.NewFamily("fabric_process_context_switches_total", "Context switches of the process's main thread by kind (voluntary, nonvoluntary).", ctr, "pid", "comm", "kind"),
+		state:  r.NewFamily("fabric_process_state_info", "The scheduler state of the process's main thread at the last read of /proc/PID/stat: running (R), sleeping (S), disk_sleep (D: uninterruptible, in the kernel), stopped (T: SIGSTOP, a stopped job), tracing_stop (t: a debugger), zombie (Z), dead (X), idle (I), other. A stopped rank launches nothing and answers nothing, RAS included.", g, "pid", "comm", "state"),
 		majflt: r.NewFamily("fabric_process_major_page_faults_total", "Major page faults of the process (page reads from disk).", ctr, "pid", "comm"),
 		numaMem: r.NewFamily("fabric_process_numa_memory_bytes",
 			"Memory of the process on each NUMA node: /proc/PID/numa_maps pages times each mapping's kernelpagesize_kB, summed like numastat -p (refreshed at most every --collector.process.numa-maps-interval).",
@@ -168,6 +169,9 @@ func (c *processCollector) addProcess(p *procwatch.Process, snap *procwatch.Snap
 	b.Add(s.cpuUser, float64(p.UTime)/proc.UserHZ)
 	b.Add(s.cpuSys, float64(p.STime)/proc.UserHZ)
 	b.Add(s.majflt, float64(p.MajFlt))
+	if p.State != 0 {
+		b.Add(s.with(f.state, procStateName(p.State)), 1)
+	}
 	if p.HasStatus {
 		if p.HasRSS {
 			b.Add(s.rss, float64(p.RSS))
@@ -226,4 +230,27 @@ func (c *processCollector) addProcess(p *procwatch.Process, snap *procwatch.Snap
 	if m := s.causeMask; m != 0 {
 		b.Add(s.with(f.causeFam, joinCauses(m)), 1)
 	}
+}
+
+// procStateName names a /proc/PID/stat state letter (fabric_process_state_info).
+func procStateName(c byte) string {
+	switch c {
+	case 'R':
+		return "running"
+	case 'S':
+		return "sleeping"
+	case 'D':
+		return "disk_sleep"
+	case 'T':
+		return "stopped"
+	case 't':
+		return "tracing_stop"
+	case 'Z':
+		return "zombie"
+	case 'X', 'x':
+		return "dead"
+	case 'I':
+		return "idle"
+	}
+	return "other"
 }

@@ -209,6 +209,11 @@ fabric_process_rdma_netlink_available 0
 fabric_process_rdma_verbs_fds{comm="python3",pid="4242"} 3
 fabric_process_rdma_verbs_fds{comm="sglang::schedul",pid="4310"} 0
 fabric_process_rdma_verbs_fds{comm="sglang::schedul",pid="4311"} 1
+# HELP fabric_process_state_info The scheduler state of the process's main thread at the last read of /proc/PID/stat: running (R), sleeping (S), disk_sleep (D: uninterruptible, in the kernel), stopped (T: SIGSTOP, a stopped job), tracing_stop (t: a debugger), zombie (Z), dead (X), idle (I), other. A stopped rank launches nothing and answers nothing, RAS included.
+# TYPE fabric_process_state_info gauge
+fabric_process_state_info{comm="python3",pid="4242",state="sleeping"} 1
+fabric_process_state_info{comm="sglang::schedul",pid="4310",state="sleeping"} 1
+fabric_process_state_info{comm="sglang::schedul",pid="4311",state="sleeping"} 1
 `
 
 func TestProcessFixture(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 // Stat holds the fields of /proc/PID/stat the process collector uses.
 type Stat struct {
 	Comm                []byte // between the first '(' and the last ')'; valid until the buffer is reused
+	State               byte   // field 3: R, S, D, T (stopped), t (tracing stop), Z, X, I, …
 	MajFlt              uint64
 	UTime, STime        uint64 // clock ticks (USER_HZ)
 	StartTime           uint64 // clock ticks after boot: with the PID, identifies a process
@@ -50,6 +51,13 @@ func ParseStat(b []byte) (Stat, error) {
 			break
 		}
 		field++
+		if field == 3 {
+			if len(tok) != 1 {
+				return s, fmt.Errorf("%w: stat state %q", sysfs.ErrGarbage, tok)
+			}
+			s.State = tok[0]
+			continue
+		}
 		var dst *uint64
 		switch field {
 		case 12:

@@ -42,6 +42,7 @@ type Process struct {
 
 	// stat, read at every Refresh.
 	UTime, STime, MajFlt uint64 // ticks, ticks, count
+	State                byte   // /proc/PID/stat field 3 at the last read
 
 	// status, read at every Refresh (HasStatus false when unreadable).
 	HasStatus         bool
@@ -181,7 +182,7 @@ func (w *Watcher) readProcess(sel procSel, now time.Time, visible []string, nudg
 		st.Comm = string(ps.Comm)
 	}
 	st.Start, st.ByCmd, st.ByGPU = ps.StartTime, sel.byCmd, sel.byGPU
-	st.UTime, st.STime, st.MajFlt = ps.UTime, ps.STime, ps.MajFlt
+	st.UTime, st.STime, st.MajFlt, st.State = ps.UTime, ps.STime, ps.MajFlt, ps.State
 	w.readStatus(st)
 	if st.numaAt.IsZero() || now.Sub(st.numaAt) >= w.o.Slow {
 		w.readNumaMaps(st)
