@@ -63,6 +63,7 @@ type NCCLRASOptions struct {
 	RASTimeout       time.Duration // --collector.nccl-ras.ras-timeout (0: NCCL's own)
 	MaxCommunicators int           // --collector.nccl-ras.max-communicators
 	MaxRanks         int           // --collector.nccl-ras.max-ranks
+	ScrapeWait       time.Duration // --collector.nccl-ras.scrape-wait: 0, no query at scrape time
 	// EnterNetNS: ask a pod's loopback listener from inside the pod's
 	// network namespace (--collector.nccl-ras.enter-netns, on by default).
 	EnterNetNS bool
@@ -72,6 +73,8 @@ func ncclRASFlags(app *kingpin.Application, o *Options) {
 	app.Flag("collector.nccl-ras.address", "NCCL RAS client address (NCCL_RAS_ADDR of the NCCL processes) to query in the exporter's own network namespace; repeatable or a comma-separated list. The serving processes' own addresses are queried too (see --collector.nccl-ras.enter-netns).").Default(ncclras.DefaultAddr).StringsVar(&o.NCCLRAS.Addresses)
 	app.Flag("collector.nccl-ras.interval", "How often RAS is queried (in the background; a scrape reports the last answer).").Default("15s").
 		Action(atLeastDuration("collector.nccl-ras.interval", &o.NCCLRAS.Interval, time.Second)).DurationVar(&o.NCCLRAS.Interval)
+	app.Flag("collector.nccl-ras.scrape-wait", "A scrape asks RAS again and waits up to this long for the answer (a query of a healthy job takes about a millisecond), so that what it reports is at most this old whatever the phase of the background poll; past it, the scrape reports the last answer. 0: only the background poll's answers.").Default("2s").
+		DurationVar(&o.NCCLRAS.ScrapeWait)
 	app.Flag("collector.nccl-ras.timeout", "Deadline of one RAS query, from dial to the end of the answer. A STATUS runs two RAS collectives, each up to RAS's leg timeout plus as much again when peers are slow (5 + 5 s by NCCL's defaults), so the default leaves room for both.").Default("30s").
 		Action(atLeastDuration("collector.nccl-ras.timeout", &o.NCCLRAS.Timeout, 100*time.Millisecond)).DurationVar(&o.NCCLRAS.Timeout)
 	app.Flag("collector.nccl-ras.ras-timeout", "RAS's own collective leg timeout, sent with TIMEOUT (whole seconds). 0: none sent, RAS keeps NCCL's default (5 s times NCCL_RAS_TIMEOUT_FACTOR), as NCCL's ncclras client does.").Default("0s").
@@ -126,6 +129,12 @@ type ncclRASCollector struct {
 	commRanksF, commNodesF, commMissingF, commNoCommF, commMismatchF *exposition.Family
 	rankInfoF, rankMissingF, rankNoCommF, rankAsyncF, rankAbortF     *exposition.Family
 	rankInitF, rankStateF, collF, rankProcF, rankUnjoinedF, rankFDsF *exposition.Family
+	rankUnrespF, rankDeadF                                           *exposition.Family
+
+	// pollStart is when the last finished poll began; polled is closed
+	// and replaced when a poll finishes (Update's fresh answer).
+	pollStart time.Time
+	polled    chan struct{}
 }
 
 func newNCCLRASCollector(env Env, o *Options) (Collector, error) {
@@ -192,6 +201,8 @@ func newNCCLRASState(env Env, o *Options) (*ncclRASCollector, error) {
 		commMismatchF: f.NewFamily("fabric_nccl_ras_communicator_mismatch", "1 if the ranks of a communicator disagree on their collective counts or status, NOCOMM included (RAS's MISMATCH; brief during traffic, lasting in a hang).", g, "comm"),
 		rankInfoF:     f.NewFamily("fabric_nccl_ras_rank_info", "A rank of this node in a communicator: pid is its process's pid as RAS reports it (getpid() in the process's own PID namespace: 1, say, in a container; fabric_nccl_ras_rank_process_info gives the host's), host its RAS address, cuda_dev its CUDA device.", g, "comm", "rank", "host", "pid", "cuda_dev"),
 		rankMissingF:  f.NewFamily("fabric_nccl_ras_rank_missing", "1 for each rank RAS reports missing by its own judgement: its process did not answer or RAS considers it dead. host and pid are empty when RAS cannot name them. A rank whose process answered without the communicator is fabric_nccl_ras_rank_nocomm instead.", g, rl...),
+		rankUnrespF:   f.NewFamily("fabric_nccl_ras_rank_unresponsive", "1 for a missing rank whose process did not answer this query (RAS's own judgement within one query: a stopped, wedged or overloaded process, or one that died less than RAS's dead timeout ago), 0 for a missing rank that RAS has no status for or that answered late. Present with fabric_nccl_ras_rank_missing (JSON answers; text answers name the unresponsive ranks of an INCOMPLETE entry from 2.26).", g, rl...),
+		rankDeadF:     f.NewFamily("fabric_nccl_ras_rank_dead", "1 for a missing rank RAS considers dead (unreachable over RAS's network for NCCL_RAS_TIMEOUT_FACTOR×60 s, or its peers saw its connections close), 0 while it is only unresponsive.", g, rl...),
 		rankNoCommF:   f.NewFamily("fabric_nccl_ras_rank_nocomm", "1 for each rank whose process answered RAS without this communicator (NOCOMM: not yet created there, or destroyed or aborted there while others keep it).", g, rl...),
 		rankAsyncF:    f.NewFamily("fabric_nccl_ras_rank_async_error", "The rank's asynchronous error (ncclCommGetAsyncError, a ncclResult_t): 0 none, 7 in progress (a non-blocking communicator during init or a group call: not an error, as NCCL's RAS judges it), 6 remote process error, 1-5 CUDA, system, internal, argument, usage errors, -1 an error text NCCL prints without a code.", g, rl...),
 		rankAbortF:    f.NewFamily("fabric_nccl_ras_rank_aborted", "1 if the rank's communicator was aborted (abort flag set), 0 if not.", g, rl...),
@@ -299,6 +310,7 @@ func (c *ncclRASCollector) procfs() string {
 // pollOnce queries every service at once, then joins this node's ranks to
 // their processes.
 func (c *ncclRASCollector) pollOnce(ctx context.Context) {
+	start := c.now()
 	local := c.local()
 	if c.env.Processes != nil {
 		if s := c.env.Processes.Table(); s != nil {
@@ -339,11 +351,40 @@ func (c *ncclRASCollector) pollOnce(ctx context.Context) {
 	c.mu.Lock()
 	c.answers, c.addrs, c.localIP, c.reach = answers, addrs, local, reach
 	c.updateJoins(c.now())
+	c.pollStart = start
+	if c.polled != nil {
+		close(c.polled)
+	}
+	c.polled = make(chan struct{})
 	c.mu.Unlock()
 	select {
 	case <-c.first:
 	default:
 		close(c.first)
+	}
+}
+
+// fresh wakes the poller and waits, up to ScrapeWait, until a poll that
+// began at or after now has finished.
+func (c *ncclRASCollector) fresh(ctx context.Context) {
+	asked := c.now()
+	c.Wake()
+	timer := time.NewTimer(c.opts.ScrapeWait)
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		done, ch := !c.pollStart.Before(asked), c.polled
+		c.mu.Unlock()
+		if done || ch == nil {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
@@ -359,13 +400,17 @@ func denied(err error) bool {
 	return errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
 }
 
-// Update copies the last answers into the batch. Only the first scrape
-// waits, for the first query (bounded by the scrape's deadline).
+// Update copies the last answers into the batch. The first scrape waits
+// for the first query (bounded by the scrape's deadline); later ones ask
+// again and wait up to ScrapeWait for a poll that began after them.
 func (c *ncclRASCollector) Update(ctx context.Context, b *exposition.Batch) error {
 	select {
 	case <-c.first:
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if c.opts.ScrapeWait > 0 && c.started() {
+		c.fresh(ctx)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

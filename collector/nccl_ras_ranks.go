@@ -174,7 +174,15 @@ func (e *rasExport) answer(st *ncclras.Status) {
 			if m.NoComm {
 				f = c.rankNoCommF
 			}
-			b.AddWith(f, 1, cm.Hash, strconv.Itoa(m.Rank), rasHost(m.Host), rasPID(m.PID))
+			ml := []string{cm.Hash, strconv.Itoa(m.Rank), rasHost(m.Host), rasPID(m.PID)}
+			b.AddWith(f, 1, ml...)
+			if !m.NoComm {
+				// RAS's two judgements apart: unresponsive within one
+				// query (a stopped or wedged process), dead after
+				// NCCL_RAS_TIMEOUT_FACTOR×60 s without an answer.
+				b.AddWith(c.rankUnrespF, b2f(m.Unresponsive), ml...)
+				b.AddWith(c.rankDeadF, b2f(m.Dead), ml...)
+			}
 		}
 		for i := range cm.Ranks {
 			r := &cm.Ranks[i]
