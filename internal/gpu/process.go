@@ -30,18 +30,26 @@ type ProcessActivity struct {
 // to] into the activity of each of pids (the GPU's compute processes) and
 // of each process that has samples there.
 //
-// The driver writes a sample per sampling period for each process that
-// ran in it; a process that ran nothing has none. So a process's share is
-// the sum of its samples over the number of periods the window holds.
-// The period is read from the samples themselves (the smallest gap
-// between two stamps of one process); without such a gap the window is
-// taken as one period per distinct stamp. A process without a sample in
-// the window ran nothing: 0.
+// A sample is the process's share of a driver sampling period. Drivers
+// differ in how many they keep: some hold one per period for each process
+// that ran in it (a process that ran nothing has none there), others, as
+// recorded on the lent H100 (collector/fixtures/gpu/hang), hand back only
+// each process's latest sample, its value smoothed over several seconds
+// and its stamp the last time the process ran. So a process's share is the
+// sum of its samples over the periods the window holds for it: the window
+// over the period (the smallest gap between two stamps of one process),
+// and at least the number of its own distinct stamps; a process with a
+// single sample has the share that sample says. Stamps of different
+// processes are not periods of each other: two processes that share a GPU
+// are sampled at different instants. A process without a sample in the
+// window ran nothing: 0.
 func ProcessActivityOf(samples []ProcessSample, pids []uint32, to time.Time, window time.Duration) []ProcessActivity {
 	from := to.Add(-window)
-	type acc struct{ sm, mem, n int }
+	type acc struct {
+		sm, mem, n int
+		stamps     []time.Time
+	}
 	by := map[uint32]*acc{}
-	var stamps []time.Time
 	for _, s := range samples {
 		if !s.At.After(from) || s.At.After(to) {
 			continue
@@ -54,12 +62,16 @@ func ProcessActivityOf(samples []ProcessSample, pids []uint32, to time.Time, win
 		a.sm += int(min(s.SM, 100))
 		a.mem += int(min(s.Mem, 100))
 		a.n++
-		stamps = append(stamps, s.At)
+		a.stamps = append(a.stamps, s.At)
 	}
-	slices.SortFunc(stamps, func(a, b time.Time) int { return a.Compare(b) })
-	periods := float64(len(slices.Compact(stamps)))
-	if period := samplePeriod(samples, from, to); period > 0 {
-		periods = max(periods, float64(window)/float64(period))
+	period := samplePeriod(samples, from, to)
+	periodsOf := func(a *acc) float64 {
+		slices.SortFunc(a.stamps, func(x, y time.Time) int { return x.Compare(y) })
+		n := float64(len(slices.CompactFunc(a.stamps, func(x, y time.Time) bool { return x.Equal(y) })))
+		if period > 0 && a.n > 1 {
+			n = max(n, float64(window)/float64(period))
+		}
+		return n
 	}
 	seen := map[uint32]bool{}
 	out := make([]ProcessActivity, 0, len(pids)+len(by))
@@ -69,7 +81,8 @@ func ProcessActivityOf(samples []ProcessSample, pids []uint32, to time.Time, win
 		}
 		seen[pid] = true
 		p := ProcessActivity{PID: pid}
-		if a := by[pid]; a != nil && periods > 0 {
+		if a := by[pid]; a != nil {
+			periods := periodsOf(a)
 			p.SM = min(float64(a.sm)/100/periods, 1)
 			p.Mem = min(float64(a.mem)/100/periods, 1)
 			p.Samples = a.n
