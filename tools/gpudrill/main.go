@@ -40,6 +40,8 @@ func main() {
 		os.Exit(code) // the drill re-executed as a node's PID 1
 	}
 	var cfg Config
+	recordFor := flag.Duration("record-nvml", 0, "only record what NVML says of each GPU (utilization, compute processes, per-process samples, GPM) once a second for this long, as JSON lines on stdout; --record-label names a file whose content labels each record")
+	recordLabel := flag.String("record-label", "", "with --record-nvml: the file whose content labels the records (the state the job is in)")
 	flag.StringVar(&cfg.Repo, "repo", ".", "fabric_exporter repository root (alerts/fabric-rules.yml, deploy/lab/prometheus.yml, deploy/alertmanager/alertmanager.yml)")
 	flag.StringVar(&cfg.Exporter, "exporter", "./fabric_exporter", "fabric_exporter binary (make build)")
 	flag.StringVar(&cfg.Prometheus, "prometheus", "prometheus", "Prometheus binary")
@@ -72,6 +74,13 @@ func main() {
 	if cfg.Shape != shapeContainer && cfg.Shape != shapeHost {
 		fmt.Fprintf(os.Stderr, "gpudrill: --shape=%q: container or host\n", cfg.Shape)
 		os.Exit(2)
+	}
+	if *recordFor > 0 {
+		if err := recordNVML(os.Stdout, *recordFor, *recordLabel); err != nil {
+			fmt.Fprintln(os.Stderr, "gpudrill: --record-nvml:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	cfg.Out = os.Stdout
 	os.Exit(run(cfg))
