@@ -115,7 +115,9 @@ type Config struct {
 	// CauseLatchWindow: how long the latched cause of a process's NCCL page
 	// outlives a gap in its cause (last_over_time of the latch records).
 	CauseLatchWindow string `yaml:"causeLatchWindow"`
-	For              struct {
+	// Hang: the signatures of a hung serving group (alerts/rules/25-nccl-hang.yml.tmpl).
+	Hang HangConfig `yaml:"hang"`
+	For  struct {
 		NCCL   string `yaml:"nccl"`
 		Short  string `yaml:"short"`
 		Medium string `yaml:"medium"`
@@ -123,6 +125,20 @@ type Config struct {
 		// KeepFiring is the keep_firing_for of every page.
 		KeepFiring string `yaml:"keepFiring"`
 	} `yaml:"for"`
+}
+
+// HangConfig holds the thresholds of NCCLCommunicatorHung and
+// NCCLRankUnresponsive (config.yml documents each, with the measured
+// values they separate).
+type HangConfig struct {
+	Interval        string  `yaml:"interval"`
+	BusyMin         float64 `yaml:"busyMin"`
+	IdleMax         float64 `yaml:"idleMax"`
+	TensorMax       float64 `yaml:"tensorMax"`
+	DRAMMax         float64 `yaml:"dramMax"`
+	ProgressWindow  string  `yaml:"progressWindow"`
+	For             string  `yaml:"for"`
+	UnresponsiveFor string  `yaml:"unresponsiveFor"`
 }
 
 // DefaultConfig returns config.yml.
@@ -178,6 +194,15 @@ func ParseConfig(b []byte) (Config, error) {
 	latch, err := model.ParseDuration(c.CauseLatchWindow)
 	if err != nil || latch <= keep {
 		return c, fmt.Errorf("alerts config: causeLatchWindow %q: must be a duration above for.keepFiring (%s)", c.CauseLatchWindow, c.For.KeepFiring)
+	}
+	h := c.Hang
+	for name, v := range map[string]string{"hang.interval": h.Interval, "hang.progressWindow": h.ProgressWindow, "hang.for": h.For, "hang.unresponsiveFor": h.UnresponsiveFor} {
+		if d, err := model.ParseDuration(v); err != nil || (d <= 0 && name != "hang.for" && name != "hang.unresponsiveFor") {
+			return c, fmt.Errorf("alerts config: %s %q: must be a duration above 0", name, v)
+		}
+	}
+	if !(h.IdleMax >= 0 && h.IdleMax < h.BusyMin && h.BusyMin <= 1 && h.TensorMax >= 0 && h.DRAMMax >= 0) {
+		return c, fmt.Errorf("alerts config: hang: want 0 <= idleMax < busyMin <= 1 and tensorMax, dramMax >= 0")
 	}
 	if r := c.NCCLInspectorBusBandwidthRatio; !(r > 0 && r <= 1) {
 		return c, fmt.Errorf("alerts config: ncclInspectorBusBandwidthRatio %v: must be in (0, 1]", r)
@@ -240,6 +265,8 @@ func Render(c Config) ([]byte, error) {
 		"WarningInterval": c.WarningInterval, "CauseLatchWindow": c.CauseLatchWindow,
 	}
 	data["NCCLInspectorBusBandwidthRatio"] = num(c.NCCLInspectorBusBandwidthRatio)
+	data["Hang"] = map[string]string{"Interval": c.Hang.Interval, "BusyMin": num(c.Hang.BusyMin), "IdleMax": num(c.Hang.IdleMax),
+		"TensorMax": num(c.Hang.TensorMax), "DRAMMax": num(c.Hang.DRAMMax), "ProgressWindow": c.Hang.ProgressWindow, "For": c.Hang.For, "UnresponsiveFor": c.Hang.UnresponsiveFor}
 	// Each file is a template of its own (an error names the file and its
 	// line; no action spans two files), rendered in order.
 	var b bytes.Buffer
