@@ -32,6 +32,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// EnterError is a failure to get into the namespace (opening it, setns):
+// no privilege, or the process gone; never a failure of the connection
+// made inside.
+type EnterError struct {
+	Op  string
+	Err error
+}
+
+func (e *EnterError) Error() string { return e.Op + ": " + e.Err.Error() }
+func (e *EnterError) Unwrap() error { return e.Err }
+
 // Dial connects to addr (an IP literal or localhost, with a port) over TCP
 // from inside the network namespace nsPath (/proc/PID/ns/net).
 func Dial(ctx context.Context, nsPath, addr string) (net.Conn, error) {
@@ -49,7 +60,7 @@ func Dial(ctx context.Context, nsPath, addr string) (net.Conn, error) {
 	}
 	target, err := unix.Open(nsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", nsPath, err)
+		return nil, &EnterError{Op: "open " + nsPath, Err: err}
 	}
 	defer unix.Close(target)
 	type result struct {
@@ -77,9 +88,9 @@ func dialIn(ctx context.Context, target int, ips []string, port string) (net.Con
 	if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
 		runtime.UnlockOSThread()
 		if errors.Is(err, unix.EPERM) {
-			return nil, fmt.Errorf("setns: %w (entering another network namespace needs CAP_SYS_ADMIN)", err)
+			return nil, &EnterError{Op: "setns (entering another network namespace needs CAP_SYS_ADMIN)", Err: err}
 		}
-		return nil, fmt.Errorf("setns: %w", err)
+		return nil, &EnterError{Op: "setns", Err: err}
 	}
 	d := net.Dialer{FallbackDelay: -1} // no parallel dials on other threads
 	var c net.Conn

@@ -17,7 +17,17 @@ var ncclEnvAllowed = [...]string{
 	"NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_CROSS_NIC", "NCCL_IB_DISABLE", "NCCL_NET",
 	"NCCL_NET_GDR_LEVEL", "NCCL_IB_GID_INDEX", "NCCL_IB_TC", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE",
 	"NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS", "NCCL_ALGO", "NCCL_PROTO",
-	"NCCL_RAS_ADDR", "NCCL_RAS_ENABLE",
+	"NCCL_RAS_ADDR", "NCCL_RAS_ENABLE", "NCCL_CONF_FILE",
+}
+
+// NCCLEnvAllowed reports whether a variable is on the allow-list.
+func NCCLEnvAllowed(name []byte) bool {
+	for _, a := range ncclEnvAllowed {
+		if string(name) == a {
+			return true
+		}
+	}
+	return false
 }
 
 // MaxEnvValue bounds an exported NCCL value; longer values are cut.

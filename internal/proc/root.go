@@ -3,6 +3,7 @@ package proc
 import (
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -113,4 +114,56 @@ func LookupInRoot(root, rel string) (bool, error) {
 		cur = append(cur, name)
 	}
 	return false, nil
+}
+
+// ErrNoSafeRoot: the kernel cannot open a file inside a root with
+// RESOLVE_IN_ROOT (openat2 missing before 5.6, or filtered). A file of a
+// process's root is then left unread: a tenant's symlink could otherwise
+// lead the exporter's open to the host's files.
+var ErrNoSafeRoot = errors.New("openat2 with RESOLVE_IN_ROOT is not available")
+
+// ReadFileInRoot reads a regular file of at most max bytes at rel inside
+// the root directory rootFD (path root), resolving rel as the process
+// sees it (absolute symlinks from its root, ".." never above it), in the
+// kernel only. A missing file is os.ErrNotExist; a FIFO, device or
+// directory, or a file larger than max, an error: never a blocking read.
+func (r *RootResolver) ReadFileInRoot(rootFD int, root, rel string, max int) ([]byte, error) {
+	if r.NoOpenat2 {
+		return nil, ErrNoSafeRoot
+	}
+	how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
+	path := root + "/" + strings.TrimLeft(rel, "/")
+	fd, err := unix.Openat2(rootFD, rel, &how)
+	switch {
+	case err == nil:
+	case err == unix.ENOSYS || err == unix.EPERM:
+		r.NoOpenat2 = true
+		return nil, ErrNoSafeRoot
+	case err == unix.ENOENT || err == unix.ENOTDIR || err == unix.ELOOP || err == unix.EXDEV:
+		return nil, &os.PathError{Op: "openat2", Path: path, Err: os.ErrNotExist}
+	default:
+		return nil, &os.PathError{Op: "openat2", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &os.PathError{Op: "read", Path: path, Err: errors.New("not a regular file")}
+	}
+	buf := make([]byte, max+1)
+	n := 0
+	for n < len(buf) {
+		m, err := f.Read(buf[n:])
+		n += m
+		if err != nil {
+			break
+		}
+	}
+	if n > max {
+		return nil, &os.PathError{Op: "read", Path: path, Err: errors.New("larger than " + strconv.Itoa(max) + " bytes")}
+	}
+	return buf[:n], nil
 }

@@ -130,7 +130,7 @@ func IsUverbs(node []byte) bool {
 // read leaves FDsRead false; an fd closed between the listing and its
 // readlink is not counted.
 func (w *Watcher) countVerbsFDs(st *procState, devices []string) {
-	st.RailFDs, st.VerbsFDs = nil, 0
+	st.RailFDs, st.VerbsFDs, st.Sockets = nil, 0, nil
 	dir := st.dir + "/fd"
 	w.fdNums = w.fdNums[:0]
 	err := w.IO.ScanDir(dir, func(name []byte) {
@@ -156,6 +156,12 @@ func (w *Watcher) countVerbsFDs(st *procState, devices []string) {
 		if err != nil || n >= len(w.linkBuf) {
 			continue
 		}
+		if ino, ok := socketInode(w.linkBuf[:n]); ok {
+			if len(st.Sockets) < maxSockets {
+				st.Sockets = append(st.Sockets, ino)
+			}
+			continue
+		}
 		node, ok := bytes.CutPrefix(w.linkBuf[:n], []byte(verbsDir))
 		if !ok || !IsUverbs(node) {
 			continue
@@ -169,4 +175,21 @@ func (w *Watcher) countVerbsFDs(st *procState, devices []string) {
 		}
 	}
 	st.RailFDs = counts
+}
+
+// maxSockets bounds the socket inodes kept of one process.
+const maxSockets = 4096
+
+// socketInode parses an fd link of the form socket:[INODE].
+func socketInode(link []byte) (uint64, bool) {
+	n, ok := bytes.CutPrefix(link, []byte("socket:["))
+	if !ok {
+		return 0, false
+	}
+	n, ok = bytes.CutSuffix(n, []byte("]"))
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(n), 10, 64)
+	return v, err == nil
 }

@@ -31,12 +31,19 @@ const (
 	UnjoinedAmbiguous = "ambiguous"        // more than one
 	UnjoinedUnread    = "addresses_unread" // a candidate's network namespace could not be read
 	UnjoinedBadHost   = "unknown_host"     // RAS does not name the rank's host
+	// Only the RAS service of another network namespace reports it: a pod
+	// speaks only for the ranks of its own namespace.
+	UnjoinedOtherNS = "other_namespace"
 )
 
 // JoinRank returns the process of the rank RAS reports at host (its RAS
 // address) with pid (its own PID), and how it was joined; nil and the
 // reason when there is none.
-func (s *Snapshot) JoinRank(host string, pid int) (p *Process, by, reason string) {
+//
+// netns is the network namespace of the RAS service that reported the rank
+// (0: the exporter's own): only its processes are candidates, so that one
+// pod's answer cannot name another pod's process.
+func (s *Snapshot) JoinRank(host string, pid int, netns uint64) (p *Process, by, reason string) {
 	addr, err := netip.ParseAddr(host)
 	if err != nil || pid <= 0 {
 		return nil, "", UnjoinedBadHost
@@ -50,7 +57,7 @@ func (s *Snapshot) JoinRank(host string, pid int) (p *Process, by, reason string
 		if c.NSLevels == 0 {
 			own = c.PID // a kernel without NSpid (before 4.1): the procfs's namespace
 		}
-		if own != pid {
+		if own != pid || !s.inNS(c, netns) {
 			continue
 		}
 		if c.NetAddrs == nil {
@@ -112,6 +119,32 @@ func (s *Snapshot) NodeAddresses() []netip.Addr {
 func hasAddr(list []netip.Addr, a netip.Addr) bool {
 	for _, b := range list {
 		if b.Unmap() == a {
+			return true
+		}
+	}
+	return false
+}
+
+// inNS reports whether a process lives in network namespace ns (0: the
+// exporter's own).
+func (s *Snapshot) inNS(p *Process, ns uint64) bool {
+	if ns == 0 {
+		ns = s.SelfNetNS
+	}
+	return p.NetNS != 0 && p.NetNS == ns
+}
+
+// NSHasAddr reports whether a selected process of network namespace ns (0:
+// the exporter's own) lives where host (an IP address) is local: the
+// rank RAS reports at host may be that namespace's.
+func (s *Snapshot) NSHasAddr(ns uint64, host string) bool {
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	addr = addr.Unmap().WithZone("")
+	for i := range s.Procs {
+		if c := &s.Procs[i]; s.inNS(c, ns) && hasAddr(c.NetAddrs, addr) {
 			return true
 		}
 	}

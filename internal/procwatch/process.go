@@ -68,6 +68,12 @@ type Process struct {
 	EnvRead   bool
 	Env       []EnvVar
 	MultiNode bool
+	// ConfFrom names the variables of Env that NCCL's configuration files
+	// set (NCCL_CONF_FILE or ~/.nccl.conf, /etc/nccl.conf in the process's
+	// root) and the environment did not; ConfUnread says why a file could
+	// not be read (its variables unknown), empty when all were.
+	ConfFrom   []string
+	ConfUnread string
 
 	// Container is its container, when InContainer.
 	InContainer bool
@@ -77,8 +83,11 @@ type Process struct {
 	// whether its fd directory was read; VerbsFDs counts its fds on any
 	// verbs node, RailFDs those on each visible rail device's.
 	// EvidenceAt is when they were read.
-	Vis        []Vis
-	FDsRead    bool
+	Vis     []Vis
+	FDsRead bool
+	// Sockets are the inodes of its socket fds (at most 4096), read with
+	// its fds: what it listens on is its own.
+	Sockets    []uint64
 	VerbsFDs   int
 	RailFDs    []DevCount
 	EvidenceAt time.Time

@@ -157,30 +157,41 @@ func TestJoinRank(t *testing.T) {
 		{PID: 997, NSLevels: 2, OwnPID: 30, NetNS: 5, NetAddrs: podA},  // unique by address ...
 		{PID: 998, NSLevels: 2, OwnPID: 30, NetNS: 6, NetAddrs: nil},   // ... but a twin is unread
 	}}
+	s.SelfNetNS = 1
 	for _, c := range []struct {
 		host       string
 		pid        int
+		ns         uint64 // of the RAS service that reports the rank
 		want       int
 		by, reason string
 	}{
-		{"192.0.2.2", 900, 900, JoinedByPID, ""},
-		{"10.77.0.2", 1, 964, JoinedByNSpid, ""},
-		{"10.77.0.4", 1, 980, JoinedByNSpid, ""},
-		{"10.77.0.9", 1, 0, "", UnjoinedNoProcess},
-		{"192.0.2.2", 7, 0, "", UnjoinedAmbiguous},
-		{"10.0.0.5", 12, 0, "", UnjoinedUnread},
-		{"192.0.2.2", 996, 996, JoinedByPID, ""},
-		{"10.77.0.2", 30, 0, "", UnjoinedUnread},
-		{"unknown", 900, 0, "", UnjoinedBadHost},
-		{"::ffff:192.0.2.2", 900, 900, JoinedByPID, ""},
+		{"192.0.2.2", 900, 0, 900, JoinedByPID, ""},
+		{"10.77.0.2", 1, 2, 964, JoinedByNSpid, ""},
+		{"10.77.0.4", 1, 3, 980, JoinedByNSpid, ""},
+		{"10.77.0.9", 1, 2, 0, "", UnjoinedNoProcess},
+		{"192.0.2.2", 7, 0, 0, "", UnjoinedAmbiguous},
+		{"10.0.0.5", 12, 4, 0, "", UnjoinedUnread},
+		{"192.0.2.2", 996, 0, 996, JoinedByPID, ""},
+		{"unknown", 900, 0, 0, "", UnjoinedBadHost},
+		{"::ffff:192.0.2.2", 900, 0, 900, JoinedByPID, ""},
+		// A pod speaks only for itself: pod A's answer (namespace 2)
+		// naming pod B's rank, or the host's, joins nothing; the host's
+		// answer naming a pod's rank neither.
+		{"10.77.0.4", 1, 2, 0, "", UnjoinedNoProcess},
+		{"192.0.2.2", 900, 2, 0, "", UnjoinedNoProcess},
+		{"10.77.0.2", 1, 0, 0, "", UnjoinedNoProcess},
+		// The namespace settles what the address could not: 997 and its
+		// unread twin 998 are in different namespaces.
+		{"10.77.0.2", 30, 5, 997, JoinedByNSpid, ""},
+		{"10.77.0.2", 30, 6, 0, "", UnjoinedUnread},
 	} {
-		p, by, reason := s.JoinRank(c.host, c.pid)
+		p, by, reason := s.JoinRank(c.host, c.pid, c.ns)
 		got := 0
 		if p != nil {
 			got = p.PID
 		}
 		if got != c.want || by != c.by || reason != c.reason {
-			t.Errorf("%s pid %d: %d %q %q, want %d %q %q", c.host, c.pid, got, by, reason, c.want, c.by, c.reason)
+			t.Errorf("%s pid %d ns %d: %d %q %q, want %d %q %q", c.host, c.pid, c.ns, got, by, reason, c.want, c.by, c.reason)
 		}
 	}
 	if got := s.NodeAddresses(); len(got) != 4 {
