@@ -251,6 +251,9 @@ func (c *ncclRASCollector) targets(local map[string]bool, reach map[string]int) 
 			c.env.Once.Debug("nccl-ras-remote", "msg", "not querying a process's NCCL_RAS_ADDR that is not an address of this host", "address", t.Addr)
 			continue
 		}
+		if t.Shared {
+			c.env.Once.Warn("nccl-ras-shared:"+t.Addr, "msg", "listening sockets of several containers share this RAS address and port (NCCL binds it with SO_REUSEPORT): each query reaches one of them at random, so their communicators come and go between scrapes; give each job its own port (NCCL_RAS_ADDR=localhost:PORT)", "address", t.Addr)
+		}
 		if t.Enter > 0 && !c.opts.EnterNetNS {
 			reach[reachUnreachable]++
 			continue
@@ -391,13 +394,16 @@ func (c *ncclRASCollector) fresh(ctx context.Context) {
 // gone reports a namespace that is no longer there: its process exited
 // between the refresh and the dial.
 func gone(err error) bool {
-	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ESRCH)
+	var e *netnsdial.EnterError
+	return errors.As(err, &e) && (errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ESRCH))
 }
 
 // denied reports a refused setns or namespace open: no privilege, not a
-// failure of RAS.
+// failure of RAS. An EPERM of connect(2) made inside the namespace (a
+// netfilter rule that drops it) is a failed query, not this.
 func denied(err error) bool {
-	return errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
+	var e *netnsdial.EnterError
+	return errors.As(err, &e) && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES))
 }
 
 // Update copies the last answers into the batch. The first scrape waits

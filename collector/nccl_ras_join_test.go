@@ -1,8 +1,10 @@
 package collector
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,10 +27,52 @@ func rasPod(t *testing.T, file string) (string, *processCollector, *ncclRASColle
 	procDir := copyTree(t, fixtureProc)
 	p, _, clk := newTestProcess(t, processOptions(t, procDir))
 	f := fakeras.Start(t, "fixtures/nccl-ras", true, file, "")
+	c := newTestRAS(t, NCCLRASOptions{Addresses: []string{closedAddr(t)}}, "127.0.0.1", "192.0.2.2")
+	// The pod's own RAS service answers, from its namespace (the fixture's
+	// namespace is no real one to enter: the fake is dialled directly).
+	c.env.Processes = podInventory{p, RASTarget{Addr: f.Addr(), NetNS: 4026532178}}
+	c.now = clk.now
+	return procDir, p, c, f, clk
+}
+
+// podInventory is a process table whose RAS services are those given.
+type podInventory struct {
+	*processCollector
+	target RASTarget
+}
+
+func (i podInventory) RASTargets() []RASTarget { return []RASTarget{i.target} }
+
+// rasHostAnswer is rasPod with the answer coming from a RAS service of
+// the exporter's own namespace (the flag's address): it may not speak for
+// the pod's ranks.
+func rasHostAnswer(t *testing.T, file string) (*processCollector, *ncclRASCollector, *fakeClock) {
+	t.Helper()
+	procDir := copyTree(t, fixtureProc)
+	setEnv(t, procDir, 4242, "NCCL_RAS_ENABLE=0")
+	p, _, clk := newTestProcess(t, processOptions(t, procDir))
+	f := fakeras.Start(t, "fixtures/nccl-ras", true, file, "")
 	c := newTestRAS(t, NCCLRASOptions{Addresses: []string{f.Addr()}}, "127.0.0.1", "192.0.2.2")
 	c.env.Processes = p
 	c.now = clk.now
-	return procDir, p, c, f, clk
+	return p, c, clk
+}
+
+// A RAS service of the host's namespace (a hostNetwork job, or a tenant's
+// fake on the flag's port) that lists a pod's rank at the pod's address
+// joins nothing: the rank stays unjoined, "other_namespace".
+func TestRASHostAnswerDoesNotJoinPodRank(t *testing.T) {
+	p, c, clk := rasHostAnswer(t, "pod-healthy.json")
+	processScrape(t, p)
+	clk.advance(time.Second)
+	c.poll()
+	if got := rasLines(t, c, "fabric_nccl_ras_rank_process_info"); len(got) != 0 {
+		t.Fatalf("joined from another namespace's answer: %v", got)
+	}
+	want := `fabric_nccl_ras_rank_unjoined{` + podComm + `,host="10.77.0.2",pid="1",rank="0",reason="other_namespace"} 1`
+	if got := rasLines(t, c, "fabric_nccl_ras_rank_unjoined"); len(got) != 1 || got[0] != want {
+		t.Fatalf("unjoined %v, want %s", got, want)
+	}
 }
 
 // rasLines scrapes c and returns its sample lines that contain every one
@@ -172,30 +216,70 @@ func mustScrape(t *testing.T, p *processCollector) string {
 	return out
 }
 
-// A pod whose RAS listens on its loopback is asked from inside its
-// network namespace (a target to enter); with a wildcard NCCL_RAS_ADDR at
-// the pod's address; an address of the pod as it is.
-func TestRASPodTargets(t *testing.T) {
-	procDir := copyTree(t, fixtureProc)
-	p, _, _ := newTestProcess(t, processOptions(t, procDir))
-	processScrape(t, p)
-	if got := p.RASTargets(); len(got) != 1 || got[0] != (RASTarget{Addr: "localhost:28028", NetNS: 4026532178, Enter: 4242}) {
-		t.Errorf("default address in a pod: %+v", got)
+// listen writes the TCP listeners of a fixture process's namespace
+// (/proc/PID/net/tcp): each "HEXADDR:HEXPORT inode".
+func listen(t *testing.T, procDir string, pid int, ls ...string) {
+	t.Helper()
+	body := "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+	for i, l := range ls {
+		a, ino, _ := strings.Cut(l, " ")
+		body += fmt.Sprintf("   %d: %s 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 %s 1 0000000000000000 100 0 0 10 0\n", i, a, ino)
 	}
-	for _, tc := range []struct{ env, want string }{
-		{"NCCL_RAS_ADDR=0.0.0.0:28030", "10.77.0.2:28030"},
-		{"NCCL_RAS_ADDR=10.77.0.2:28031", "10.77.0.2:28031"},
+	d := filepath.Join(procDir, strconv.Itoa(pid), "net")
+	os.MkdirAll(d, 0o755)
+	if err := os.WriteFile(filepath.Join(d, "tcp"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A pod's RAS is asked only where the pod itself listens, from inside its
+// network namespace: NCCL's default (its loopback), a wildcard (asked at
+// its loopback), one of its own addresses. An address that is not the
+// pod's (a host service, a metadata endpoint), or a port where another
+// process listens, is never dialled. The fixture's 4242 holds socket
+// inode 2219481 (its fd 10).
+func TestRASPodTargets(t *testing.T) {
+	const ns, mine, theirs = 4026532178, "2219481", "31337"
+	for _, tc := range []struct {
+		env       string
+		listeners []string
+		want      *RASTarget
+	}{
+		{"", []string{"0100007F:6D7C " + mine}, &RASTarget{Addr: "localhost:28028", NetNS: ns, Enter: 4242}},
+		{"NCCL_RAS_ADDR=0.0.0.0:28030", []string{"00000000:6D7E " + mine}, &RASTarget{Addr: "127.0.0.1:28030", NetNS: ns, Enter: 4242}},
+		{"NCCL_RAS_ADDR=10.77.0.2:28031", []string{"02004D0A:6D7F " + mine}, &RASTarget{Addr: "10.77.0.2:28031", NetNS: ns, Enter: 4242}},
+		// Not the pod's address: the kubelet's node IP, a metadata service.
+		{"NCCL_RAS_ADDR=10.0.0.1:10250", []string{"0100000A:280A " + mine}, nil},
+		{"NCCL_RAS_ADDR=169.254.169.254:80", nil, nil},
+		// Its loopback, but the listener there is another process's.
+		{"NCCL_RAS_ADDR=127.0.0.1:10248", []string{"0100007F:2828 " + theirs}, nil},
+		// Nothing listens: not asked (nothing to ask).
+		{"", nil, nil},
 	} {
 		d := copyTree(t, fixtureProc)
-		setEnv(t, d, 4242, tc.env)
+		if tc.env != "" {
+			setEnv(t, d, 4242, tc.env)
+		}
+		listen(t, d, 4242, tc.listeners...)
 		q, _, _ := newTestProcess(t, processOptions(t, d))
 		processScrape(t, q)
-		if got := q.RASTargets(); len(got) != 1 || got[0] != (RASTarget{Addr: tc.want, NetNS: 4026532178}) {
-			t.Errorf("%s: %+v, want %s dialled from the exporter's namespace", tc.env, got, tc.want)
+		got := q.RASTargets()
+		if tc.want == nil {
+			if len(got) != 0 {
+				t.Errorf("%q: asked %+v", tc.env, got)
+			}
+			continue
+		}
+		if len(got) != 1 || got[0] != *tc.want {
+			t.Errorf("%q: %+v, want %+v", tc.env, got, *tc.want)
 		}
 	}
 	// Entering needs the flag: without it the pod's service is counted
 	// unreachable and not asked.
+	d := copyTree(t, fixtureProc)
+	listen(t, d, 4242, "0100007F:6D7C "+mine)
+	p, _, _ := newTestProcess(t, processOptions(t, d))
+	processScrape(t, p)
 	c := newTestRAS(t, NCCLRASOptions{Addresses: []string{closedAddr(t)}}, "127.0.0.1")
 	c.env.Processes = p
 	c.poll()
@@ -203,5 +287,4 @@ func TestRASPodTargets(t *testing.T) {
 	if got[`fabric_nccl_ras_targets{reach="unreachable"}`] != 1 || len(c.addrs) != 1 {
 		t.Errorf("entering off: asked %v, targets %v", c.addrs, scrapeKeys(got, "fabric_nccl_ras_targets"))
 	}
-	_ = procDir
 }

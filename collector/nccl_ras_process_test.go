@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -45,6 +47,30 @@ func setEnv(t *testing.T, procDir string, pid int, vars ...string) {
 	}
 }
 
+// listenAt makes a fixture process hold listening sockets on addrs (IPv4
+// or localhost, with a port): an fd on socket inode 7700+PID and that
+// inode's lines in its namespace's /proc/PID/net/tcp (the lines other
+// calls wrote kept).
+func listenAt(t *testing.T, procDir string, pid int, addrs ...string) {
+	t.Helper()
+	ino := 7700 + pid
+	os.Symlink(fmt.Sprintf("socket:[%d]", ino), filepath.Join(procDir, fmt.Sprint(pid), "fd", "900"))
+	var ls []string
+	for _, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host == "localhost" {
+			host = "127.0.0.1"
+		}
+		ip := netip.MustParseAddr(host).Unmap().As4()
+		pn, _ := strconv.Atoi(port)
+		ls = append(ls, fmt.Sprintf("%02X%02X%02X%02X:%04X %d", ip[3], ip[2], ip[1], ip[0], pn, ino))
+	}
+	listen(t, procDir, pid, ls...)
+}
+
 // rasWithProcesses returns a process collector on a copy of the fixture
 // /proc and an nccl-ras collector that consumes it, whose flag address has
 // no listener.
@@ -69,6 +95,7 @@ func TestRASProcessAddress(t *testing.T) {
 	f := newFakeRAS(t, true, "2.28.9-json-healthy.txt", "")
 	procDir, p, c, flag := rasWithProcesses(t)
 	setEnv(t, procDir, 4311, "NCCL_RAS_ADDR="+f.Addr())
+	listenAt(t, procDir, 4311, f.Addr())
 	out, _ := processScrape(t, p)
 	hasLine(t, out, `fabric_process_nccl_env_info{comm="sglang::schedul",name="NCCL_RAS_ADDR",pid="4311",value="`+f.Addr()+`"} 1`)
 	if got := rasAddrs(p); !slices.Equal(got, []string{f.Addr()}) {
@@ -125,6 +152,7 @@ func TestRASProcessAddressNotQueried(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			procDir, p, c, flag := rasWithProcesses(t)
 			setEnv(t, procDir, 4311, tc.env...)
+			listenAt(t, procDir, 4311, f.Addr(), "10.255.0.1:"+portOf(t, f.Addr()))
 			processScrape(t, p)
 			c.poll()
 			got, err := inspectorScrape(t, c)
@@ -137,13 +165,22 @@ func TestRASProcessAddressNotQueried(t *testing.T) {
 			}
 		})
 	}
-	// The remote address is queried once it is one of this host's.
+	// An address of its own namespace is queried where the process
+	// listens there; one where it does not listen is not.
 	procDir, p, c, _ := rasWithProcesses(t)
-	remote := "10.255.0.1:" + portOf(t, f.Addr())
-	setEnv(t, procDir, 4311, "NCCL_RAS_ADDR="+remote)
+	own := "192.0.2.2:" + portOf(t, f.Addr())
+	setEnv(t, procDir, 4311, "NCCL_RAS_ADDR="+own)
+	listenAt(t, procDir, 4311, own)
 	processScrape(t, p)
-	if got := c.addresses(map[string]bool{"10.255.0.1": true}); !slices.Contains(got, remote) {
-		t.Errorf("a local interface address not queried: %v", got)
+	if got := c.addresses(map[string]bool{"192.0.2.2": true}); !slices.Contains(got, own) {
+		t.Errorf("an address of its namespace where it listens not queried: %v", got)
+	}
+	procDir, p, c, _ = rasWithProcesses(t)
+	setEnv(t, procDir, 4311, "NCCL_RAS_ADDR="+own)
+	listenAt(t, procDir, 4311, "192.0.2.2:1")
+	processScrape(t, p)
+	if got := c.addresses(map[string]bool{"192.0.2.2": true}); slices.Contains(got, own) {
+		t.Errorf("a port where the process does not listen queried: %v", got)
 	}
 }
 
@@ -162,6 +199,8 @@ func TestRASProcessAddressesBounded(t *testing.T) {
 	setEnv(t, procDir, 4242, "NCCL_RAS_ADDR="+flag)
 	setEnv(t, procDir, 4310, "NCCL_RAS_ADDR=127.0.0.2:28028")
 	setEnv(t, procDir, 4311, "NCCL_RAS_ADDR=[::ffff:127.0.0.2]:28028")
+	listenAt(t, procDir, 4310, "127.0.0.2:28028")
+	listenAt(t, procDir, 4311, "127.0.0.2:28028")
 	processScrape(t, p)
 	if got, want := c.addresses(nil), []string{flag, "127.0.0.2:28028"}; !slices.Equal(got, want) {
 		t.Errorf("addresses %v, want %v", got, want)
@@ -212,6 +251,7 @@ func (c *ncclRASCollector) addresses(local map[string]bool) []string {
 func TestRASAddressesConcurrent(t *testing.T) {
 	procDir, p, _, _ := rasWithProcesses(t)
 	setEnv(t, procDir, 4311, "NCCL_RAS_ADDR=127.0.0.1:28029")
+	listenAt(t, procDir, 4311, "127.0.0.1:28029")
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for range 50 {

@@ -69,6 +69,7 @@ func (c *ncclRASCollector) updateJoins(now time.Time) {
 	table := c.env.Processes.Table()
 	var nudge []int
 	seen := map[rankKey]bool{}
+	elsewhere := map[rankKey]rankUnjoined{}
 	for _, a := range c.answers {
 		if a.err != nil || a.status == nil {
 			continue
@@ -78,6 +79,12 @@ func (c *ncclRASCollector) updateJoins(now time.Time) {
 			for _, r := range cm.Ranks {
 				k := rankKey{cm.Hash, r.Rank}
 				if !c.localIP[r.Host] || seen[k] {
+					continue
+				}
+				if table != nil && !table.NSHasAddr(a.t.NetNS, r.Host) {
+					// Another namespace's rank: its own pod's answer
+					// joins it, or it stays unjoined.
+					elsewhere[k] = rankUnjoined{comm: cm.Hash, rank: r.Rank, host: r.Host, pid: r.PID, reason: procwatch.UnjoinedOtherNS}
 					continue
 				}
 				seen[k] = true
@@ -90,7 +97,7 @@ func (c *ncclRASCollector) updateJoins(now time.Time) {
 					if table == nil {
 						continue
 					}
-					p, by, reason := table.JoinRank(r.Host, r.PID)
+					p, by, reason := table.JoinRank(r.Host, r.PID, a.t.NetNS)
 					if p == nil {
 						c.unjoin = append(c.unjoin, rankUnjoined{comm: cm.Hash, rank: r.Rank, host: r.Host, pid: r.PID, reason: reason})
 						continue
@@ -113,6 +120,19 @@ func (c *ncclRASCollector) updateJoins(now time.Time) {
 			}
 		}
 	}
+	var others []rankUnjoined
+	for k, u := range elsewhere {
+		if !seen[k] {
+			others = append(others, u)
+		}
+	}
+	sort.Slice(others, func(i, j int) bool {
+		if others[i].comm != others[j].comm {
+			return others[i].comm < others[j].comm
+		}
+		return others[i].rank < others[j].rank
+	})
+	c.unjoin = append(c.unjoin, others...)
 	for k, j := range c.joins {
 		if now.Sub(j.lastSeen) > joinKeep {
 			delete(c.joins, k)

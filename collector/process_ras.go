@@ -1,10 +1,16 @@
 package collector
 
 import (
+	"fmt"
+	"io"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/fabric-exporter/fabric_exporter/internal/proc"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/ncclras"
 	"github.com/fabric-exporter/fabric_exporter/internal/procwatch"
@@ -15,21 +21,30 @@ import (
 // serving processes' RAS services.
 //
 // RAS targets. NCCL's RAS service listens on NCCL_RAS_ADDR (default
-// localhost:28028) in the network namespace of its process. For each
-// selected process whose RAS is on (NCCL_RAS_ENABLE):
+// localhost:28028; the environment, then NCCL's configuration files) in
+// the network namespace of its process. A process and everything it
+// writes is a tenant's: a pod can only speak for itself (docs/hardening.md).
+// So a process's RAS is asked only
 //
-//   - in the exporter's own network namespace: its NCCL_RAS_ADDR when set
-//     (unset: the flag's default already asks localhost:28028);
-//   - in another namespace (a pod with its own network):
-//   - a wildcard address (0.0.0.0, [::]) listens on every address of
-//     that namespace: dialled from the exporter's namespace at the
-//     namespace's first non-loopback address (the pod IP), no privilege;
-//   - a specific address: dialled as it is from the exporter's namespace
-//     (the pod IP is routed from the node);
-//   - a loopback address or localhost (NCCL's default): reachable only
-//     from inside that namespace; the nccl-ras collector dials it from
-//     there (entering the namespace of the target's process on a locked
-//     thread, CAP_SYS_ADMIN), or reports it unreachable.
+//   - at an address of its own network namespace: loopback, a wildcard
+//     (asked at the loopback of the same family), or one of the
+//     namespace's own addresses; never an address a process wrote that
+//     belongs elsewhere (a host service, a metadata endpoint, another pod);
+//   - from inside that namespace: for a pod with its own network, the
+//     nccl-ras collector enters the namespace of the process (setns on a
+//     locked thread, CAP_SYS_ADMIN) and dials there; never from the
+//     exporter's namespace, where a pod's own address could be the same
+//     as a host service's;
+//   - where the process itself holds a listening socket on that address
+//     and port (its socket fds against /proc/PID/net/tcp and tcp6): what
+//     the exporter reaches is the process's own RAS service, not a daemon
+//     whose port the process named;
+//   - at most maxRASTargetsPerNS services per network namespace, taken in
+//     turn across namespaces, so that one pod cannot crowd out the others.
+//
+// Ports several pods share (NCCL binds its RAS port with SO_REUSEPORT:
+// two jobs in the node's network both listen on localhost:28028) are
+// marked Shared: a query reaches one of them at random.
 
 // RASTarget is one RAS service to ask.
 type RASTarget struct {
@@ -38,9 +53,23 @@ type RASTarget struct {
 	// exporter's own.
 	NetNS uint64
 	// Enter is a process of that namespace whose /proc/PID/ns/net must be
-	// entered to dial Addr (a loopback address of another namespace); 0
-	// when Addr is dialled from the exporter's own namespace.
+	// entered to dial Addr; 0 when Addr is dialled from the exporter's own
+	// namespace.
 	Enter int
+	// Shared: listening sockets of more than one container hold this
+	// address and port (SO_REUSEPORT): each query reaches one of them.
+	Shared bool
+}
+
+// maxRASTargetsPerNS bounds the RAS services asked in one network
+// namespace (a pod): a job's processes share one (NCCL_RAS_ADDR is the
+// same for all of them).
+const maxRASTargetsPerNS = 2
+
+// rasRefusal is why a process's RAS address is not asked.
+type rasRefusal struct {
+	pid          int
+	value, cause string
 }
 
 // rasEnv returns a process's RAS client address as NCCL reads it: raw is
@@ -57,24 +86,20 @@ func rasEnv(p *procwatch.Process) (raw string, set, ok bool) {
 	return raw, true, true
 }
 
-// wildcardAddr reports whether an NCCL_RAS_ADDR value binds every address
-// of its namespace.
-func wildcardAddr(raw string) bool {
-	host, _, err := net.SplitHostPort(strings.TrimSpace(raw))
-	if err != nil {
-		return false
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.IsUnspecified()
-}
-
 // rasTargets returns the RAS services of the table's processes, each once,
-// sorted; invalid is called with an address that cannot be used.
-func rasTargets(snap *procwatch.Snapshot, invalid func(pid int, value string)) []RASTarget {
-	var out []RASTarget
+// at most maxRASTargetsPerNS per namespace, the namespaces in turn;
+// refused gets each address that is not asked and why. owns reports
+// whether a process holds a listening socket on an address and port (the
+// address as dialled, from inside the process's namespace).
+func rasTargets(snap *procwatch.Snapshot, refused func(rasRefusal), owns func(p *procwatch.Process, addr string) (bool, string)) []RASTarget {
 	if snap == nil {
 		return nil
 	}
+	type cand struct {
+		t          RASTarget
+		containers map[string]bool
+	}
+	var cands []*cand
 	for i := range snap.Procs {
 		p := &snap.Procs[i]
 		if !p.EnvRead {
@@ -86,56 +111,144 @@ func rasTargets(snap *procwatch.Snapshot, invalid func(pid int, value string)) [
 		}
 		addr, err := ncclras.ParseAddr(raw)
 		if err != nil {
-			invalid(p.PID, raw)
+			refused(rasRefusal{p.PID, raw, "not an IP address or localhost with a port"})
+			continue
+		}
+		own := p.NetNS == 0 || p.NetNS == snap.SelfNetNS
+		if own && !set {
+			continue // the flag's default asks NCCL's default
+		}
+		ip, isIP := ncclras.AddrIP(addr)
+		_, port, _ := net.SplitHostPort(addr)
+		switch {
+		case !isIP || ip.IsLoopback():
+		case ip.IsUnspecified():
+			lo := "127.0.0.1"
+			if ip.Is6() && !ip.Is4In6() {
+				lo = "::1"
+			}
+			addr = net.JoinHostPort(lo, port)
+		case p.NetAddrs == nil:
+			refused(rasRefusal{p.PID, raw, "the addresses of its network namespace are unread"})
+			continue
+		case !slices.Contains(p.NetAddrs, ip.Unmap()):
+			refused(rasRefusal{p.PID, raw, "not an address of its own network namespace"})
+			continue
+		}
+		if ok, why := owns(p, addr); !ok {
+			refused(rasRefusal{p.PID, raw, why})
 			continue
 		}
 		t := RASTarget{Addr: addr}
-		if p.NetNS == 0 || p.NetNS == snap.SelfNetNS {
-			if !set {
-				continue // the flag's default asks NCCL's default
-			}
-		} else {
-			t.NetNS = p.NetNS
-			ip, isIP := ncclras.AddrIP(addr)
-			switch {
-			case wildcardAddr(raw):
-				a, ok := podAddr(p.NetAddrs)
-				if !ok {
-					continue
-				}
-				_, port, _ := net.SplitHostPort(addr)
-				t.Addr = net.JoinHostPort(a.String(), port)
-			case !isIP || ip.IsLoopback():
-				t.Enter = p.PID
-			}
+		if !own {
+			t.NetNS, t.Enter = p.NetNS, p.PID
 		}
-		if !slices.ContainsFunc(out, func(o RASTarget) bool { return o.Addr == t.Addr && o.NetNS == t.NetNS }) {
-			out = append(out, t)
+		cont := ""
+		if p.InContainer {
+			cont = p.Container.ID
 		}
+		if i := slices.IndexFunc(cands, func(o *cand) bool { return o.t.Addr == t.Addr && o.t.NetNS == t.NetNS }); i >= 0 {
+			cands[i].containers[cont] = true
+			continue
+		}
+		cands = append(cands, &cand{t: t, containers: map[string]bool{cont: true}})
 	}
-	slices.SortFunc(out, func(a, b RASTarget) int {
-		if a.NetNS != b.NetNS {
-			if a.NetNS < b.NetNS {
+	slices.SortFunc(cands, func(a, b *cand) int {
+		if a.t.NetNS != b.t.NetNS {
+			if a.t.NetNS < b.t.NetNS {
 				return -1
 			}
 			return 1
 		}
-		return strings.Compare(a.Addr, b.Addr)
+		return strings.Compare(a.t.Addr, b.t.Addr)
 	})
+	// The namespaces in turn: the first of each, then the second of each.
+	perNS := map[uint64]int{}
+	var rounds [maxRASTargetsPerNS][]RASTarget
+	for _, c := range cands {
+		k := perNS[c.t.NetNS]
+		if k >= maxRASTargetsPerNS {
+			refused(rasRefusal{c.t.Enter, c.t.Addr, fmt.Sprintf("more than %d RAS services in one network namespace", maxRASTargetsPerNS)})
+			continue
+		}
+		perNS[c.t.NetNS] = k + 1
+		c.t.Shared = len(c.containers) > 1
+		rounds[k] = append(rounds[k], c.t)
+	}
+	var out []RASTarget
+	for _, r := range rounds {
+		out = append(out, r...)
+	}
 	return out
 }
 
-// podAddr picks the address a wildcard listener of another namespace is
-// dialled at: its first global IPv4 address, else its first global IPv6.
-func podAddr(addrs []netip.Addr) (netip.Addr, bool) {
-	for _, want4 := range [2]bool{true, false} {
-		for _, a := range addrs {
-			if a.Is4() == want4 && a.IsGlobalUnicast() {
-				return a, true
+// ownsListener reports whether process p holds a listening TCP socket on
+// addr (an IP or localhost, with a port) of its network namespace: one of
+// its socket fds (read with its fds) against the namespace's listeners
+// (procfs/PID/net/tcp and tcp6). A wildcard listener serves every address.
+func ownsListener(procfs string, p *procwatch.Process, addr string) (bool, string) {
+	if !p.FDsRead {
+		return false, "its fds are unread: whether it listens there is unknown"
+	}
+	host, portS, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err.Error()
+	}
+	port, err := strconv.ParseUint(portS, 10, 16)
+	if err != nil {
+		return false, "bad port"
+	}
+	var want []netip.Addr
+	if host == "localhost" {
+		want = []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}
+	} else if a, err := netip.ParseAddr(host); err == nil {
+		want = []netip.Addr{a.Unmap()}
+	} else {
+		return false, "not an IP address"
+	}
+	mine := map[uint64]bool{}
+	for _, s := range p.Sockets {
+		mine[s] = true
+	}
+	dir := procfs + "/" + strconv.Itoa(p.PID) + "/net/"
+	read := false
+	for _, f := range [...]string{"tcp", "tcp6"} {
+		b, err := readBounded(dir+f, proc.MaxNetTCP)
+		if err != nil {
+			continue
+		}
+		read = true
+		for _, l := range proc.ParseTCPListeners(b) {
+			if l.Addr.Port() != uint16(port) || !mine[l.Inode] {
+				continue
+			}
+			la := l.Addr.Addr().Unmap()
+			if la.IsUnspecified() || slices.Contains(want, la) {
+				return true, ""
 			}
 		}
 	}
-	return netip.Addr{}, false
+	if !read {
+		return false, "its namespace's TCP sockets are unreadable (" + dir + "tcp)"
+	}
+	return false, "the process holds no listening socket there"
+}
+
+// readBounded reads a file of at most max bytes.
+func readBounded(path string, max int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
+	}
+	return b, nil
 }
 
 // rasEnabled reports whether NCCL runs RAS under an NCCL_RAS_ENABLE value.
@@ -195,9 +308,10 @@ func hexDigit(b byte) int {
 
 // RASTargets implements ProcessInventory.
 func (c *processCollector) RASTargets() []RASTarget {
-	return rasTargets(c.w.Snapshot(), func(pid int, v string) {
-		c.env.Once.Debug("ras-addr", "msg", "NCCL_RAS_ADDR is not an IP address or localhost with a port; not queried", "pid", pid, "value", v)
-	})
+	procfs := c.w.Procfs()
+	return rasTargets(c.w.Snapshot(), func(r rasRefusal) {
+		c.env.Once.Debug("ras-addr:"+r.cause, "msg", "a process's NCCL_RAS_ADDR is not asked", "pid", r.pid, "value", r.value, "why", r.cause)
+	}, func(p *procwatch.Process, addr string) (bool, string) { return ownsListener(procfs, p, addr) })
 }
 
 // Table implements ProcessInventory: the last process table.
