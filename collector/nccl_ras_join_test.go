@@ -288,3 +288,28 @@ func TestRASPodTargets(t *testing.T) {
 		t.Errorf("entering off: asked %v, targets %v", c.addrs, scrapeKeys(got, "fabric_nccl_ras_targets"))
 	}
 }
+
+// A tenant's fake RAS service (here on the flag's address, in the host's
+// namespace, asked first) that names the pod's communicator with a dead
+// rank neither shadows the pod's own answer nor pages about it: the pod's
+// answer, whose rank is joined in its own namespace, speaks for the
+// communicator.
+func TestRASForgedCommunicatorDoesNotShadow(t *testing.T) {
+	procDir := copyTree(t, fixtureProc)
+	p, _, clk := newTestProcess(t, processOptions(t, procDir))
+	real := fakeras.Start(t, "fixtures/nccl-ras", true, "pod-healthy.json", "")
+	forged := fakeras.Start(t, "fixtures/nccl-ras", true, "pod-killed.json", "")
+	c := newTestRAS(t, NCCLRASOptions{Addresses: []string{forged.Addr()}}, "127.0.0.1", "192.0.2.2")
+	c.env.Processes = podInventory{p, RASTarget{Addr: real.Addr(), NetNS: 4026532178}}
+	c.now = clk.now
+	processScrape(t, p)
+	clk.advance(time.Second)
+	c.poll()
+	if got := rasLines(t, c, "fabric_nccl_ras_rank_missing{"); len(got) != 0 {
+		t.Errorf("the forged answer's dead rank is exported: %v", got)
+	}
+	want := `fabric_nccl_ras_communicator_missing_ranks{` + podComm + `} 0`
+	if got := rasLines(t, c, "fabric_nccl_ras_communicator_missing_ranks{"); len(got) != 1 || got[0] != want {
+		t.Errorf("communicator %v, want %s (the pod's own answer)", got, want)
+	}
+}

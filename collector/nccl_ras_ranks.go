@@ -150,12 +150,51 @@ type rasExport struct {
 	b              *exposition.Batch
 	comms          map[string]bool
 	ranks, missing int
+	// owner is, per communicator, the answer that holds most of its ranks
+	// joined from its own namespace (rasOwners); absent: the first answer.
+	owner map[string]int
+}
+
+// rasOwners picks, for each communicator, the answer that speaks for it:
+// the one with the most of its ranks that live in the answering service's
+// own network namespace and are joined to a process there. A pod's fake
+// answer that names another pod's communicator holds none of that
+// communicator's ranks, so it can neither shadow nor hide the real one.
+func (c *ncclRASCollector) rasOwners() map[string]int {
+	owner := map[string]int{}
+	if c.env.Processes == nil {
+		return owner
+	}
+	table := c.env.Processes.Table()
+	if table == nil {
+		return owner
+	}
+	best := map[string]int{}
+	for i, a := range c.answers {
+		if a.err != nil || a.status == nil {
+			continue
+		}
+		for ci := range a.status.Communicators {
+			cm := &a.status.Communicators[ci]
+			n := 0
+			for _, r := range cm.Ranks {
+				j := c.joins[rankKey{cm.Hash, r.Rank}]
+				if j != nil && j.host == r.Host && j.pid == r.PID && table.NSHasAddr(a.t.NetNS, r.Host) {
+					n++
+				}
+			}
+			if n > best[cm.Hash] {
+				best[cm.Hash], owner[cm.Hash] = n, i
+			}
+		}
+	}
+	return owner
 }
 
 // answer adds one answer's communicators not yet added (an answer of a
 // second service for the same job adds nothing), at most
 // max-communicators, those RAS flags first.
-func (e *rasExport) answer(st *ncclras.Status) {
+func (e *rasExport) answer(idx int, st *ncclras.Status) {
 	c, b := e.c, e.b
 	order := make([]*ncclras.Communicator, 0, len(st.Communicators))
 	for i := range st.Communicators {
@@ -171,6 +210,9 @@ func (e *rasExport) answer(st *ncclras.Status) {
 	for _, cm := range order {
 		if e.comms[cm.Hash] {
 			continue
+		}
+		if o, ok := e.owner[cm.Hash]; ok && o != idx {
+			continue // another answer speaks for it
 		}
 		if len(e.comms) >= c.opts.MaxCommunicators {
 			return
