@@ -423,6 +423,9 @@ func (c *ncclRASCollector) Update(ctx context.Context, b *exposition.Batch) erro
 	var failed []string
 	listening := 0
 	e := rasExport{c: c, b: b, comms: map[string]bool{}, owner: c.rasOwners()}
+	if c.env.Processes != nil {
+		e.table = c.env.Processes.Table()
+	}
 	for ai, a := range c.answers {
 		if a.err != nil && (ncclras.Refused(a.err) || denied(a.err) || a.t.Enter > 0 && gone(a.err)) {
 			continue
@@ -441,7 +444,7 @@ func (c *ncclRASCollector) Update(ctx context.Context, b *exposition.Batch) erro
 		b.AddWith(c.upF, 1, a.t.Addr, ns)
 		b.AddWith(c.infoF, 1, a.t.Addr, ns, a.status.Version, a.status.Format)
 		b.AddWith(c.commsF, float64(len(a.status.Communicators)), a.t.Addr, ns)
-		e.answer(ai, a.status)
+		e.answer(ai, a.status, a.t.NetNS)
 	}
 	e.processes()
 	if listening > 0 || c.reach[reachOwn] < len(c.answers)+c.reach[reachUnreachable] {

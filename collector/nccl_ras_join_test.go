@@ -313,3 +313,16 @@ func TestRASForgedCommunicatorDoesNotShadow(t *testing.T) {
 		t.Errorf("communicator %v, want %s (the pod's own answer)", got, want)
 	}
 }
+
+// A RAS service of the host's namespace that declares the pod's rank dead
+// (the pod's address, a namespace it is not) does not page about the pod:
+// no missing rank is exported from it; a rank at a remote address still is.
+func TestRASHostAnswerCannotDeclarePodRankDead(t *testing.T) {
+	p, c, clk := rasHostAnswer(t, "pod-killed.json")
+	processScrape(t, p)
+	clk.advance(time.Second)
+	c.poll()
+	if got := rasLines(t, c, "fabric_nccl_ras_rank_missing{"); len(got) != 0 {
+		t.Errorf("another namespace's answer names the pod's rank missing: %v", got)
+	}
+}

@@ -150,6 +150,7 @@ type rasExport struct {
 	b              *exposition.Batch
 	comms          map[string]bool
 	ranks, missing int
+	table          *procwatch.Snapshot
 	// owner is, per communicator, the answer that holds most of its ranks
 	// joined from its own namespace (rasOwners); absent: the first answer.
 	owner map[string]int
@@ -194,8 +195,12 @@ func (c *ncclRASCollector) rasOwners() map[string]int {
 // answer adds one answer's communicators not yet added (an answer of a
 // second service for the same job adds nothing), at most
 // max-communicators, those RAS flags first.
-func (e *rasExport) answer(idx int, st *ncclras.Status) {
+func (e *rasExport) answer(idx int, st *ncclras.Status, ns uint64) {
 	c, b := e.c, e.b
+	// A rank at an address of another network namespace of this node is
+	// that namespace's own answer to report: a pod's answer cannot name
+	// (or declare dead) a rank of another pod.
+	foreign := func(host string) bool { return e.table != nil && e.table.OtherNSAddr(ns, host) }
 	order := make([]*ncclras.Communicator, 0, len(st.Communicators))
 	for i := range st.Communicators {
 		order = append(order, &st.Communicators[i])
@@ -231,6 +236,9 @@ func (e *rasExport) answer(idx int, st *ncclras.Status) {
 			if e.missing >= c.opts.MaxRanks {
 				break
 			}
+			if foreign(m.Host) {
+				continue
+			}
 			e.missing++
 			f := c.rankMissingF
 			if m.NoComm {
@@ -248,7 +256,7 @@ func (e *rasExport) answer(idx int, st *ncclras.Status) {
 		}
 		for i := range cm.Ranks {
 			r := &cm.Ranks[i]
-			if !c.localIP[r.Host] {
+			if !c.localIP[r.Host] || foreign(r.Host) {
 				continue
 			}
 			if e.ranks >= c.opts.MaxRanks {

@@ -21,3 +21,18 @@ func TestParseNCCLConf(t *testing.T) {
 		t.Errorf("home %q", h)
 	}
 }
+
+// A tenant writes its configuration files: any bytes parse without a
+// panic, and nothing longer than NCCL keeps comes out.
+func FuzzParseNCCLConf(f *testing.F) {
+	f.Add([]byte("NCCL_RAS_ADDR=0.0.0.0:28028\n# c\nNCCL_SOCKET_IFNAME=eth0\n"))
+	f.Add([]byte("=\n==\nA\x00=B\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ParseNCCLConf(b, func(n, v []byte) {
+			if len(n) > 1023 || len(v) > 1023 {
+				t.Fatalf("name %d value %d bytes", len(n), len(v))
+			}
+		})
+		PasswdHome(b, 0)
+	})
+}

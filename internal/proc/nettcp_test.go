@@ -35,3 +35,17 @@ func TestParseTCPListeners(t *testing.T) {
 		}
 	}
 }
+
+// /proc/PID/net/tcp of a namespace a tenant fills: any bytes parse
+// without a panic; every listener has a port-sized port and an inode.
+func FuzzParseTCPListeners(f *testing.F) {
+	f.Add([]byte("  sl  local_address rem_address   st\n   0: 0100007F:6D7C 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 81234 1\n"))
+	f.Add([]byte("h\n 0: 00000000000000000000000001000000:238C 0:0 0A a b c d e 9\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, l := range ParseTCPListeners(b) {
+			if l.Inode == 0 || !l.Addr.IsValid() {
+				t.Fatalf("listener %+v", l)
+			}
+		}
+	})
+}

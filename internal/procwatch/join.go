@@ -150,3 +150,31 @@ func (s *Snapshot) NSHasAddr(ns uint64, host string) bool {
 	}
 	return false
 }
+
+// OtherNSAddr reports whether host (an IP address) is an address of a
+// selected process's network namespace other than ns (0: the exporter's
+// own) and not of ns itself: a rank there is another namespace's to
+// report. False for an address no known namespace has, or one ns shares
+// (loopback is every namespace's).
+func (s *Snapshot) OtherNSAddr(ns uint64, host string) bool {
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	addr = addr.Unmap().WithZone("")
+	if addr.IsLoopback() {
+		return false // every namespace has its own
+	}
+	other := false
+	for i := range s.Procs {
+		c := &s.Procs[i]
+		if c.NetNS == 0 || !hasAddr(c.NetAddrs, addr) {
+			continue
+		}
+		if s.inNS(c, ns) {
+			return false
+		}
+		other = true
+	}
+	return other
+}

@@ -194,6 +194,22 @@ func TestJoinRank(t *testing.T) {
 			t.Errorf("%s pid %d ns %d: %d %q %q, want %d %q %q", c.host, c.pid, c.ns, got, by, reason, c.want, c.by, c.reason)
 		}
 	}
+	for _, c := range []struct {
+		ns   uint64
+		host string
+		want bool
+	}{
+		{2, "10.77.0.4", true},  // pod B's address, asked of pod A
+		{3, "10.77.0.4", false}, // its own
+		{0, "10.77.0.2", true},  // a pod's, asked of the host
+		{2, "192.0.2.2", true},  // the host's, asked of a pod
+		{2, "10.0.0.99", false}, // nobody's here: a remote node's
+		{2, "127.0.0.1", false}, // loopback: every namespace has its own
+	} {
+		if got := s.OtherNSAddr(c.ns, c.host); got != c.want {
+			t.Errorf("OtherNSAddr(%d, %s) = %v", c.ns, c.host, got)
+		}
+	}
 	if got := s.NodeAddresses(); len(got) != 4 {
 		t.Errorf("node addresses %v", got)
 	}
