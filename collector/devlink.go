@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -86,6 +88,11 @@ const maxDevlinkHCAs = 64
 // devlinkHCA is an RDMA device on a PCI function.
 type devlinkHCA struct {
 	device, pci string
+	// unloaded: the RDMA device left class/infiniband while its PCI
+	// function stays bound to mlx5_core (a fatal firmware error whose
+	// recovery failed unloads the IB device, mlx5_unload_one, and keeps
+	// the devlink instance with its fw_fatal reporter in error).
+	unloaded bool
 }
 
 // devlinkInfo is the last device information read of an HCA.
@@ -114,6 +121,7 @@ type devlinkCollector struct {
 	poller
 	first chan struct{}           // closed after the first poll
 	infos map[string]*devlinkInfo // by PCI address; the poll goroutine's
+	known map[string]string       // PCI address → RDMA device last seen there; the poll goroutine's
 
 	mu      sync.Mutex
 	devices []devlinkDevice
@@ -122,6 +130,9 @@ type devlinkCollector struct {
 
 	bound    map[devlinkSeriesKey]*devlinkSeries // Update's (serialised): the series of poll boundGen
 	boundGen uint64
+	railOf   map[string]string // Update's: PCI address → the rails its device last carried
+
+	presentF *exposition.Family
 
 	upF, healthyF, errorsF, recoveriesF, dumpF, infoF *exposition.Family
 }
@@ -160,6 +171,8 @@ func newDevlinkState(env Env, o *Options) (*devlinkCollector, error) {
 	f := env.Families
 	c := &devlinkCollector{
 		env: env, opts: o, do: do, src: src, now: time.Now, first: make(chan struct{}), infos: map[string]*devlinkInfo{},
+		known: map[string]string{}, railOf: map[string]string{},
+		presentF: f.NewFamily("fabric_devlink_rdma_device_present", "1 while the HCA's RDMA device is in class/infiniband, 0 for one that left it while its PCI function stays bound to mlx5_core with its devlink instance (a fatal firmware error whose recovery failed unloads the IB device: mlx5_unload_one). Such an HCA keeps its device and rail labels from when it was last seen, so RailHCAFailed names it.", g, dev...),
 		upF: f.NewFamily("fabric_devlink_up", "1 if the RDMA HCA's devlink instance (pci/<pci_bus_id>) answered the last health request within --collector.devlink.timeout, 0 if it failed or timed out: the driver does not answer (mlx5 holding the instance's lock through a firmware recovery, firmware commands timing out) or an earlier request is still blocked in the kernel. Absent for a device without a devlink instance and when the kernel has no devlink.", g, dev...),
 		healthyF: f.NewFamily("fabric_devlink_health_reporter_healthy", "1 if a devlink health reporter of the driver is healthy, 0 in error state (an error was reported and not recovered: auto-recovery off, failed, or held back by the reporter's grace period). mlx5: fw (firmware syndrome), fw_fatal (fatal firmware error; recovery reloads the device), vnic on the device; tx and rx (send and receive queue errors) on the uplink port. devlink_port is the devlink port index of a port's reporter, \"\" for the device's. Absent while the device does not answer.",
 			g, rep...),
@@ -177,7 +190,7 @@ func newDevlinkState(env Env, o *Options) (*devlinkCollector, error) {
 func (c *devlinkCollector) hcas() ([]devlinkHCA, error) {
 	dir := c.opts.sysPath("class", "infiniband")
 	names, err := sysfs.ListDir(dir, false)
-	if err != nil {
+	if err != nil && len(c.known) == 0 {
 		return nil, checkSysfs(c.opts.SysfsPath, "no RDMA device (no "+dir+")")
 	}
 	slices.Sort(names)
@@ -189,7 +202,22 @@ func (c *devlinkCollector) hcas() ([]devlinkHCA, error) {
 			continue
 		}
 		seen[pci] = true
+		c.known[pci] = n
 		out = append(out, devlinkHCA{device: n, pci: pci})
+	}
+	// HCAs seen before whose RDMA device is gone but whose function mlx5
+	// still holds: asked by their devlink instance, under their old name.
+	for _, pci := range slices.Sorted(maps.Keys(c.known)) {
+		if seen[pci] {
+			continue
+		}
+		if _, err := os.Lstat(c.opts.sysPath("bus", "pci", "drivers", "mlx5_core", pci)); err != nil {
+			delete(c.known, pci) // unbound, removed: gone
+			continue
+		}
+		if len(out) < maxDevlinkHCAs {
+			out = append(out, devlinkHCA{device: c.known[pci], pci: pci, unloaded: true})
+		}
 	}
 	if len(out) == 0 {
 		return nil, noHardware("no RDMA device on a PCI function in %s", dir)
@@ -379,12 +407,20 @@ func (c *devlinkCollector) Update(ctx context.Context, b *exposition.Batch) erro
 		rails = c.opts.Rails.Current(ctx)
 	}
 	for _, d := range devs {
-		key := devlinkSeriesKey{d.hca.pci, railsOfDevice(rails, d.hca.device)}
+		rail := railsOfDevice(rails, d.hca.device)
+		switch {
+		case d.hca.unloaded:
+			rail = c.railOf[d.hca.pci]
+		case rail != "":
+			c.railOf[d.hca.pci] = rail
+		}
+		key := devlinkSeriesKey{d.hca.pci, rail}
 		s := c.bound[key]
 		if s == nil {
 			s = c.bind(d, key.rail)
 			c.bound[key] = s
 		}
+		b.AddWith(c.presentF, b2f(!d.hca.unloaded), d.hca.device, d.hca.pci, rail)
 		b.Add(s.up, b2f(d.err == nil))
 		b.Add(s.info, 1)
 		if d.err != nil {

@@ -86,8 +86,8 @@ fabric_devlink_health_reporter_errors_total{device="mlx5_3",devlink_port="65535"
 fabric_devlink_health_reporter_dump_timestamp_seconds{device="mlx5_3",devlink_port="65535",pci_bus_id="0000:9a:00.0",rail="mlx5_3",reporter="tx"} 1.767323045e+09
 `, "fabric_devlink_up", "fabric_devlink_info", "fabric_devlink_health_reporter_errors_total", "fabric_devlink_health_reporter_dump_timestamp_seconds")
 	v := updateValues(t, c)
-	if len(v) != 2+2+3*10+1 {
-		t.Errorf("%d series, want 35", len(v))
+	if len(v) != 2+2+2+3*10+1 {
+		t.Errorf("%d series, want 37", len(v))
 	}
 	if v[`fabric_devlink_health_reporter_healthy{mlx5_3,0000:9a:00.0,65535,tx,mlx5_3}`] != 1 ||
 		v[`fabric_devlink_health_reporter_recoveries_total{mlx5_3,0000:9a:00.0,65535,tx,mlx5_3}`] != 2 {
@@ -140,11 +140,11 @@ func TestDevlinkDeviceNotAnswering(t *testing.T) {
 			b.WriteString(k + "\n")
 		}
 	}
-	if b.String() != "fabric_devlink_info{mlx5_3,0000:9a:00.0,mlx5_core,,28.41.1000,28.43.1014,MT_0000000838,,mlx5_3}\nfabric_devlink_up{mlx5_3,0000:9a:00.0,mlx5_3}\n" {
+	if b.String() != "fabric_devlink_info{mlx5_3,0000:9a:00.0,mlx5_core,,28.41.1000,28.43.1014,MT_0000000838,,mlx5_3}\nfabric_devlink_rdma_device_present{mlx5_3,0000:9a:00.0,mlx5_3}\nfabric_devlink_up{mlx5_3,0000:9a:00.0,mlx5_3}\n" {
 		t.Errorf("mlx5_3's series:\n%s", b.String())
 	}
 	if v["fabric_devlink_up{mlx5_3,0000:9a:00.0,mlx5_3}"] != 0 || v["fabric_devlink_up{mlx5_0,0000:18:00.0,mlx5_0}"] != 1 ||
-		v["fabric_devlink_health_reporter_healthy{mlx5_0,0000:18:00.0,65535,tx,mlx5_0}"] != 1 || len(v) != 2+2+15 {
+		v["fabric_devlink_health_reporter_healthy{mlx5_0,0000:18:00.0,65535,tx,mlx5_0}"] != 1 || len(v) != 2+2+2+15 {
 		t.Errorf("%d series: %v", len(v), v)
 	}
 	st, reason := classify(c.Update(t.Context(), &exposition.Batch{}))
@@ -155,7 +155,7 @@ func TestDevlinkDeviceNotAnswering(t *testing.T) {
 	os.Remove(filepath.Join(dir, "not-answering"))
 	c.poll(t.Context())
 	v = updateValues(t, c)
-	if v["fabric_devlink_up{mlx5_3,0000:9a:00.0,mlx5_3}"] != 1 || v["fabric_devlink_health_reporter_errors_total{mlx5_3,0000:9a:00.0,65535,tx,mlx5_3}"] != 2 || len(v) != 2+2+30+1 {
+	if v["fabric_devlink_up{mlx5_3,0000:9a:00.0,mlx5_3}"] != 1 || v["fabric_devlink_health_reporter_errors_total{mlx5_3,0000:9a:00.0,65535,tx,mlx5_3}"] != 2 || len(v) != 2+2+2+30+1 {
 		t.Errorf("after recovery: %v", v)
 	}
 }
@@ -331,5 +331,63 @@ func BenchmarkDevlinkPoll(b *testing.B) {
 	c := newTestDevlink(b, DevlinkOptions{Fixtures: "fixtures/devlink"})
 	for b.Loop() {
 		c.poll(b.Context())
+	}
+}
+
+// A fatal firmware error whose recovery failed: mlx5 unloads the IB device
+// (mlx5_health_try_recover → mlx5_unload_one_devl_locked), so mlx5_3 leaves
+// class/infiniband, while its PCI function stays bound to mlx5_core and its
+// devlink instance keeps fw_fatal in error. The HCA is still asked, under
+// its old name and rail: RailHCAFailed's fw_fatal branch can name it. A
+// function no longer bound (removed, unbound) is forgotten.
+func TestDevlinkFailedRecoveryUnloadedDevice(t *testing.T) {
+	sys := copyTree(t, fixtureSys)
+	dir := devlinkFixture(t, "")
+	o := fixtureOptions(t, sys)
+	o.Devlink = DevlinkOptions{Fixtures: dir, Timeout: time.Second}
+	env, _ := testEnv()
+	c, err := newDevlinkState(env, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.poll(t.Context())
+	updateValues(t, c) // the rails of the devices, as they carry them now
+	// The recovery fails: fw_fatal in error, the IB device unloaded.
+	b, _ := os.ReadFile(filepath.Join(dir, "health.json"))
+	i := strings.Index(string(b), `"pci/0000:9a:00.0"`)
+	j := strings.Index(string(b)[i:], `"reporter": "fw_fatal"`)
+	if i < 0 || j < 0 {
+		t.Fatal("fixture: no fw_fatal reporter of pci/0000:9a:00.0")
+	}
+	k := i + j
+	rest := strings.Replace(string(b)[k:], `"state": "healthy"`, `"state": "error"`, 1)
+	os.WriteFile(filepath.Join(dir, "health.json"), []byte(string(b)[:k]+rest), 0o644)
+	for _, p := range []string{"class/infiniband/mlx5_3", "class/infiniband_verbs/uverbs1"} {
+		if err := os.RemoveAll(filepath.Join(sys, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drv := filepath.Join(sys, "bus/pci/drivers/mlx5_core")
+	os.MkdirAll(drv, 0o755)
+	if err := os.Symlink("../../../../devices/pci0000:97/0000:97:02.0/0000:9a:00.0", filepath.Join(drv, "0000:9a:00.0")); err != nil {
+		t.Fatal(err)
+	}
+	c.poll(t.Context())
+	v := updateValues(t, c)
+	if v[`fabric_devlink_health_reporter_healthy{mlx5_3,0000:9a:00.0,,fw_fatal,mlx5_3}`] != 0 ||
+		v[`fabric_devlink_rdma_device_present{mlx5_3,0000:9a:00.0,mlx5_3}`] != 0 ||
+		v[`fabric_devlink_rdma_device_present{mlx5_0,0000:18:00.0,mlx5_0}`] != 1 {
+		t.Errorf("the unloaded HCA: %v", v)
+	}
+	if _, ok := v[`fabric_devlink_health_reporter_healthy{mlx5_3,0000:9a:00.0,,fw_fatal,mlx5_3}`]; !ok {
+		t.Errorf("no fw_fatal series of the unloaded HCA: %v", v)
+	}
+	// Unbound: forgotten.
+	os.Remove(filepath.Join(drv, "0000:9a:00.0"))
+	c.poll(t.Context())
+	for k := range updateValues(t, c) {
+		if strings.Contains(k, "0000:9a:00.0") {
+			t.Errorf("an unbound function still reported: %s", k)
+		}
 	}
 }

@@ -58,6 +58,10 @@ import (
 // NCCLRASOptions configures the nccl-ras collector.
 type NCCLRASOptions struct {
 	Addresses        []string      // --collector.nccl-ras.address (repeatable, comma lists)
+	// FixtureNetNS: flag addresses whose answers speak for the given
+	// network namespace (fixtures only: a fixture's namespaces cannot be
+	// entered; --collector.nccl-ras.fixture-netns ADDR=INODE, hidden).
+	FixtureNetNS []string
 	Interval         time.Duration // --collector.nccl-ras.interval
 	Timeout          time.Duration // --collector.nccl-ras.timeout
 	RASTimeout       time.Duration // --collector.nccl-ras.ras-timeout (0: NCCL's own)
@@ -70,6 +74,7 @@ type NCCLRASOptions struct {
 }
 
 func ncclRASFlags(app *kingpin.Application, o *Options) {
+	app.Flag("collector.nccl-ras.fixture-netns", "Fixtures only: ADDR=INODE makes the answers of the --collector.nccl-ras.address ADDR speak for the fixture network namespace INODE (a fixture's namespaces cannot be entered). Repeatable.").Hidden().StringsVar(&o.NCCLRAS.FixtureNetNS)
 	app.Flag("collector.nccl-ras.address", "NCCL RAS client address (NCCL_RAS_ADDR of the NCCL processes) to query in the exporter's own network namespace; repeatable or a comma-separated list. The serving processes' own addresses are queried too (see --collector.nccl-ras.enter-netns).").Default(ncclras.DefaultAddr).StringsVar(&o.NCCLRAS.Addresses)
 	app.Flag("collector.nccl-ras.interval", "How often RAS is queried (in the background; a scrape reports the last answer).").Default("15s").
 		Action(atLeastDuration("collector.nccl-ras.interval", &o.NCCLRAS.Interval, time.Second)).DurationVar(&o.NCCLRAS.Interval)
@@ -236,7 +241,13 @@ func localAddresses() map[string]bool {
 func (c *ncclRASCollector) targets(local map[string]bool, reach map[string]int) []RASTarget {
 	var out []RASTarget
 	for _, a := range c.opts.Addresses {
-		out = append(out, RASTarget{Addr: a})
+		t := RASTarget{Addr: a}
+		for _, f := range c.opts.FixtureNetNS {
+			if i := strings.LastIndexByte(f, '='); i > 0 && f[:i] == a {
+				t.NetNS, _ = strconv.ParseUint(f[i+1:], 10, 64)
+			}
+		}
+		out = append(out, t)
 		reach[reachOwn]++
 	}
 	if c.env.Processes == nil {

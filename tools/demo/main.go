@@ -10,7 +10,8 @@
 //     fixture process) and the container-shaped job where rank 1 destroyed
 //     one communicator that rank 0 keeps (2.28.9-json-live-nocomm.txt: a
 //     NOCOMM rank; rank 1 on 10.77.0.2, pid 1, which is the fixture pod's
-//     process 4242, so the rank is joined to it). Each listener answers the
+//     process 4242, so the rank is joined to it: the exporter is told that
+//     this stand-in is the pod's own, --collector.nccl-ras.fixture-netns). Each listener answers the
 //     protocol as NCCL's RAS thread does (see internal/fakeras, which the
 //     tests use): CLIENT PROTOCOL, TIMEOUT, SET FORMAT, then STATUS.
 //   - the kubelet's pod-resources API: a gRPC server on a unix socket with
@@ -128,6 +129,11 @@ func run(exporter, root, listen, dir string, extra []string) error {
 		"--collector.nccl.retention=0", "--collector.nccl.hostname=fixture-node0",
 		"--collector.nccl-inspector.dump-dir=" + insp, "--collector.nccl-inspector.retention=0",
 		"--collector.nccl-ras.address=" + strings.Join(ras, ","),
+		// The second stand-in is the fixture pod's own RAS (its rank 1 is
+		// the pod's process 4242): a pod speaks only for itself, and a
+		// fixture namespace cannot be entered, so its answers are said
+		// to come from the pod's namespace.
+		"--collector.nccl-ras.fixture-netns=" + ras[1] + "=4026532178",
 		// The queue pairs of the fixture node, as `rdma -j resource show
 		// qp` prints them, owned by the fixture /proc's processes.
 		"--collector.process.rdma-qp-fixture=" + fx("rdma-qp/qp.json"),
