@@ -57,11 +57,11 @@ import (
 
 // NCCLRASOptions configures the nccl-ras collector.
 type NCCLRASOptions struct {
-	Addresses        []string      // --collector.nccl-ras.address (repeatable, comma lists)
+	Addresses []string // --collector.nccl-ras.address (repeatable, comma lists)
 	// FixtureNetNS: flag addresses whose answers speak for the given
 	// network namespace (fixtures only: a fixture's namespaces cannot be
 	// entered; --collector.nccl-ras.fixture-netns ADDR=INODE, hidden).
-	FixtureNetNS []string
+	FixtureNetNS     []string
 	Interval         time.Duration // --collector.nccl-ras.interval
 	Timeout          time.Duration // --collector.nccl-ras.timeout
 	RASTimeout       time.Duration // --collector.nccl-ras.ras-timeout (0: NCCL's own)
