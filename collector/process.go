@@ -240,6 +240,14 @@ func (c *processCollector) export(b *exposition.Batch) error {
 	if snap.QP.Tried {
 		b.Add(f.qpAvail, b2f(snap.QP.OK))
 	}
+	if snap.QP.OK {
+		for _, d := range snap.QP.Devices {
+			b.AddWith(f.qpListed, 1, d)
+		}
+		for _, d := range snap.QP.Failed {
+			b.AddWith(f.qpListed, 0, d)
+		}
+	}
 	for i := range snap.QPOwners {
 		o := &snap.QPOwners[i]
 		pid := strconv.Itoa(o.PID)

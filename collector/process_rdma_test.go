@@ -76,7 +76,7 @@ func TestProcessRDMAQueuePairs(t *testing.T) {
 	} {
 		hasLine(t, out, l)
 	}
-	if got := grepLines(out, "fabric_process_rdma_queue_pairs"); len(got) != 9 {
+	if got := grepLines(out, "fabric_process_rdma_queue_pairs{"); len(got) != 9 {
 		t.Errorf("%d queue-pair series, want 3 processes x 3 devices:\n%s", len(got), strings.Join(got, "\n"))
 	}
 	if got := grepLines(out, `pid="9999"`); len(got) > 0 {
@@ -194,5 +194,30 @@ func TestProcessRDMARenamed(t *testing.T) {
 	hasLine(t, out, `fabric_process_host_pid_namespace{comm="sglang::main",pid="4242"} 0`)
 	if got := grepLines(out, `comm="python3"`, `pid="4242"`); len(got) > 0 {
 		t.Errorf("series under the old comm:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// One device whose queue-pair dump failed (mlx5 in internal error fails
+// QUERY_QP): its queue-pair series are left out (unknown, not 0) and it
+// reads failed; the other devices keep theirs.
+func TestProcessRDMAOneDeviceFailed(t *testing.T) {
+	l := healthyQPs()
+	var kept []rdmanl.QP
+	for _, q := range l.QPs {
+		if q.Device != "mlx5_3" {
+			kept = append(kept, q)
+		}
+	}
+	l.QPs, l.Failed = kept, []rdmanl.DeviceError{{Device: "mlx5_3", Err: syscall.EIO}}
+	c, _ := newRDMATestProcess(t, &fakeQPs{l: l})
+	out, err := processScrape(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasLine(t, out, `fabric_process_rdma_queue_pairs{comm="python3",device="mlx5_0",pid="4242"} 2`)
+	hasLine(t, out, `fabric_process_rdma_queue_pairs_listed{device="mlx5_3"} 0`)
+	hasLine(t, out, `fabric_process_rdma_queue_pairs_listed{device="mlx5_0"} 1`)
+	if got := grepLines(out, `fabric_process_rdma_queue_pairs{`, `device="mlx5_3"`); len(got) != 0 {
+		t.Errorf("the failed device's queue pairs reported:\n%s", strings.Join(got, "\n"))
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 type processFamilies struct {
 	selected, candidates, qpAvail                                                                        *exposition.Series
+	qpListed                                                                                             *exposition.Family
 	info, cpu, rss, ctxSw, majflt, state, numaMem, allowed, memAllowed, nccl, visible, reqFam, verbsOpen *exposition.Family
 	container, causeFam, errors, verbsFDs, qps, hostNS, namespace, qpOwners                              *exposition.Family
 }
@@ -75,6 +76,9 @@ func newProcessFamilies(r *exposition.Registry) processFamilies {
 		qpOwners: r.NewFamily("fabric_rdma_owner_queue_pairs",
 			"User queue pairs by owning process, RDMA device and state (enum ib_qp_state: reset, init, rtr, rts, sqd, sqe, err; only states it has), for every process that owns any — serving process or not (KV-cache transfer engines, NVSHMEM …) — with its container and pod (container_id, pod_uid from /proc/PID/cgroup; empty outside one). From the RDMA netlink listing (every --collector.process.numa-maps-interval; the kernel names the creating thread, counted for its process); at most 256 processes, the lowest PIDs. Queue pairs in err stay there until their owner destroys them: a rank whose QPs are in err sends nothing on them while its counters stand still. Absent when fabric_process_rdma_netlink_available is 0.",
 			g, "pid", "comm", "device", "state", "container_id", "pod_uid"),
+		qpListed: r.NewFamily("fabric_process_rdma_queue_pairs_listed",
+			"1 for an RDMA device whose queue pairs the last RDMA netlink listing read, 0 for one whose dump failed (mlx5 fails QUERY_QP of a device in internal error; a wedged device's dump times out): its queue-pair series are left out, unknown rather than none, while the other devices keep theirs. Absent when fabric_process_rdma_netlink_available is 0.",
+			g, "device"),
 		qpAvail: r.NewFamily("fabric_process_rdma_netlink_available",
 			"1 if the last RDMA netlink queue-pair listing succeeded and its PIDs are those of --path.procfs, else 0 (no RDMA netlink or device, refused, or the exporter not in the PID namespace of --path.procfs; the reason is logged once): fabric_process_rdma_queue_pairs is absent then. Absent before the process collector selected a process.",
 			g).With(),

@@ -80,7 +80,8 @@ type QPState struct {
 	Tried   bool      // a listing was attempted
 	OK      bool      // the last listing is usable
 	At      time.Time // when it was made
-	Devices []string  // its devices, sorted
+	Devices []string  // its devices whose queue pairs were listed, sorted
+	Failed  []string  // its devices whose queue pairs could not be listed
 	Dropped int       // queue pairs the listing could not keep
 	// Reason says why it is not usable ("" when OK).
 	Reason string
@@ -143,8 +144,17 @@ func (q *qps) refreshQPs(ctx context.Context, now time.Time, every time.Duration
 		w.src.Notes.Warn("process-rdma-qps", "msg", "more RDMA queue pairs than one listing keeps; counts are lower bounds", "kept", len(l.QPs), "dropped", l.Dropped)
 	}
 	q.state.OK, q.state.Dropped = true, l.Dropped
+	failed := map[string]bool{}
+	for _, f := range l.Failed {
+		failed[f.Device] = true
+		q.state.Failed = append(q.state.Failed, f.Device)
+		w.src.Notes.Warn("process-rdma-qps:"+f.Device, "msg", "the queue pairs of an RDMA device could not be listed (its driver failed the query: a device in internal error, or one that does not answer); its queue-pair series are left out, the other devices' kept", "device", f.Device, "err", f.Err)
+	}
 	for _, d := range l.Devices {
-		q.state.Devices = append(q.state.Devices, d.Name)
+		if !failed[d.Name] {
+			q.state.Devices = append(q.state.Devices, d.Name)
+			w.src.Notes.Clear("process-rdma-qps:" + d.Name)
+		}
 	}
 	slices.Sort(q.state.Devices)
 	q.state.Devices = slices.Compact(q.state.Devices)
@@ -154,6 +164,9 @@ func (q *qps) refreshQPs(ctx context.Context, now time.Time, every time.Duration
 	for _, qp := range l.QPs {
 		if !qp.HasPID {
 			continue // a kernel QP
+		}
+		if failed[qp.Device] {
+			continue
 		}
 		if pid := q.process(qp.PID, w); pid > 0 {
 			q.count[qpKey{pid, qp.Device}]++

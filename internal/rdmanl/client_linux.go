@@ -13,8 +13,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultTimeout bounds a listing when ctx has no earlier deadline.
-const DefaultTimeout = 2 * time.Second
+// DefaultTimeout bounds the device dump, PerDeviceTimeout each device's
+// queue-pair dump, when ctx has no earlier deadline.
+const (
+	DefaultTimeout   = 2 * time.Second
+	PerDeviceTimeout = 2 * time.Second
+)
 
 // Client lists queue pairs over one RDMA netlink socket (a Source), opened on first
 // use and again after a socket error. Safe for concurrent use (listings
@@ -87,31 +91,71 @@ func (c *Client) list(ctx context.Context) (Listing, error) {
 	if len(l.Devices) == 0 {
 		return l, fmt.Errorf("%w: no RDMA device", ErrNotAvailable)
 	}
+	// Each device's queue pairs on their own: mlx5 fails QUERY_QP of a
+	// device in internal error, and a wedged device's dump can outlast the
+	// deadline; either loses that device's queue pairs only (Failed), the
+	// others are listed, over a new socket where the old one timed out.
 	for _, d := range l.Devices {
 		if err := ctx.Err(); err != nil {
 			return l, err
 		}
-		ae := netlink.NewAttributeEncoder()
-		ae.Uint32(attrDevIndex, d.Index)
-		req, err := ae.Encode()
-		if err != nil {
-			return l, err
-		}
-		msgs, err := c.c.Execute(netlink.Message{Header: netlink.Header{
-			Type: msgType(clientNLDEV, cmdResQPGet), Flags: netlink.Request | netlink.Dump,
-		}, Data: req})
-		if err != nil {
-			return l, fmt.Errorf("RDMA netlink queue-pair dump of %s: %w", d.Name, err)
-		}
-		for _, m := range msgs {
-			var dropped int
-			if l.QPs, dropped, err = DecodeQPs(m.Data, l.QPs, MaxQPs); err != nil {
-				return l, fmt.Errorf("queue pairs of %s: %w", d.Name, err)
+		if err := c.listDevice(ctx, &l, d); err != nil {
+			l.Failed = append(l.Failed, DeviceError{Device: d.Name, Err: MapError(err)})
+			var oe *netlink.OpError
+			if c.c != nil && !errors.As(err, &oe) {
+				c.c.Close() // a socket error: the rest over a new one
+				c.c = nil
 			}
-			l.Dropped += dropped
 		}
 	}
+	if len(l.Failed) == len(l.Devices) {
+		return l, l.Failed[0].Err
+	}
 	return l, nil
+}
+
+// listDevice appends one device's queue pairs, within PerDeviceTimeout.
+func (c *Client) listDevice(ctx context.Context, l *Listing, d Device) error {
+	if c.c == nil {
+		conn, err := c.dial()
+		if err != nil {
+			return fmt.Errorf("opening RDMA netlink socket: %w", err)
+		}
+		c.c = conn
+	}
+	if !c.noDeadline {
+		deadline := time.Now().Add(PerDeviceTimeout)
+		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+			deadline = dl
+		}
+		if err := c.c.SetDeadline(deadline); err != nil {
+			return err
+		}
+	}
+	ae := netlink.NewAttributeEncoder()
+	ae.Uint32(attrDevIndex, d.Index)
+	req, err := ae.Encode()
+	if err != nil {
+		return err
+	}
+	msgs, err := c.c.Execute(netlink.Message{Header: netlink.Header{
+		Type: msgType(clientNLDEV, cmdResQPGet), Flags: netlink.Request | netlink.Dump,
+	}, Data: req})
+	if err != nil {
+		return fmt.Errorf("RDMA netlink queue-pair dump of %s: %w", d.Name, err)
+	}
+	kept := len(l.QPs)
+	dropped := 0
+	for _, m := range msgs {
+		var n int
+		if l.QPs, n, err = DecodeQPs(m.Data, l.QPs, MaxQPs); err != nil {
+			l.QPs = l.QPs[:kept] // none of this device's, rather than some
+			return fmt.Errorf("queue pairs of %s: %w", d.Name, err)
+		}
+		dropped += n
+	}
+	l.Dropped += dropped
+	return nil
 }
 
 // Close closes the socket.

@@ -111,6 +111,15 @@ type Listing struct {
 	Devices []Device
 	QPs     []QP
 	Dropped int // QPs beyond MaxQPs, not kept
+	// Failed are the devices whose queue pairs could not be listed (their
+	// QPs are unknown, not none); the others' are in QPs.
+	Failed []DeviceError
+}
+
+// DeviceError is one device's failed queue-pair dump.
+type DeviceError struct {
+	Device string
+	Err    error
 }
 
 // typeNames are the names `rdma resource show qp` prints for the QP types

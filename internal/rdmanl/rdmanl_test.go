@@ -142,7 +142,11 @@ func TestMapError(t *testing.T) {
 // answers (device index -> the QP answer), as nldev.c does; a QP dump
 // without DEV_INDEX is EINVAL like res_get_common_dumpit.
 func fakeKernel(t *testing.T, devs []Device, answers map[uint32][]byte, reqs *[]netlink.Message) *netlink.Conn {
-	return nltest.Dial(func(in []netlink.Message) ([]netlink.Message, error) {
+	return nltest.Dial(kernelFunc(t, devs, answers, reqs))
+}
+
+func kernelFunc(t *testing.T, devs []Device, answers map[uint32][]byte, reqs *[]netlink.Message) nltest.Func {
+	return func(in []netlink.Message) ([]netlink.Message, error) {
 		*reqs = append(*reqs, in...)
 		req := in[0]
 		if req.Header.Flags&netlink.Dump == 0 {
@@ -167,7 +171,7 @@ func fakeKernel(t *testing.T, devs []Device, answers map[uint32][]byte, reqs *[]
 			return errReply(syscall.EOPNOTSUPP, in)
 		}
 		return multipart(out, req)
-	})
+	}
 }
 
 // multipart marks answers NLM_F_MULTI and ends them with NLMSG_DONE and
@@ -256,4 +260,42 @@ func FuzzDecodeQPs(f *testing.F) {
 		}
 		DecodeDevice(b)
 	})
+}
+
+// mlx5 fails QUERY_QP of a device in internal error (EIO from the dump):
+// that device's queue pairs are lost, the others' kept, and the device is
+// said failed; every device failing is the listing's error.
+func TestClientOneDeviceFails(t *testing.T) {
+	var reqs []netlink.Message
+	devs := []Device{{0, "mlx5_0"}, {3, "mlx5_3"}, {5, "mlx5_5"}}
+	inner := kernelFunc(t, devs, healthy(), &reqs)
+	fail := map[uint32]bool{3: true}
+	dial := func() (*netlink.Conn, error) {
+		return nltest.Dial(func(in []netlink.Message) ([]netlink.Message, error) {
+			if in[0].Header.Type == 5<<10+10 && fail[binary.NativeEndian.Uint32(in[0].Data[4:])] {
+				return errReply(syscall.EIO, in)
+			}
+			return inner(in)
+		}), nil
+	}
+	c := &Client{noDeadline: true, dial: dial}
+	l, err := c.QueuePairs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Failed) != 1 || l.Failed[0].Device != "mlx5_3" {
+		t.Fatalf("failed %+v", l.Failed)
+	}
+	for _, q := range l.QPs {
+		if q.Device == "mlx5_3" {
+			t.Errorf("a queue pair of the failed device kept: %+v", q)
+		}
+	}
+	if n := len(l.QPs); n != 3 {
+		t.Errorf("%d QPs of the other devices, want 3: %+v", n, l.QPs)
+	}
+	fail[0], fail[5] = true, true
+	if _, err := (&Client{noDeadline: true, dial: dial}).QueuePairs(context.Background()); err == nil {
+		t.Error("every device failing is no error")
+	}
 }
