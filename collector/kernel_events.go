@@ -84,6 +84,10 @@ type kernelEventsCollector struct {
 	uptime func() time.Duration // the clock of the kernel's log timestamps
 	devs   *kevDevices          // poll goroutine only
 	reader *kmsg.Reader         // poll goroutine only
+	// live: the reader has drained what the log held when it was opened;
+	// records read from then on are stamped with the time they were read
+	// (poll goroutine only).
+	live bool
 
 	base    kmsg.Stats // what readers closed after a read error had read (poll goroutine only)
 	mu      sync.Mutex // what the polls read, for Update
@@ -134,7 +138,7 @@ func newKernelEventsState(env Env, o *Options) (*kernelEventsCollector, error) {
 			"Kernel log lines of a fabric event (internal/kmsg) since the exporter started, by class (mlx5, netdev, port_module, pcie, xid) and kind (an Xid's code for xid): the PCI function the line names (pci_bus_id), the RDMA device and netdev on it, the rails and GPUs (as fabric_pci_device_info numbers them) at or below it, \"\" where none.",
 			prometheus.CounterValue, labels...),
 		last: env.Families.NewFamily("fabric_kernel_event_last_timestamp_seconds",
-			"When the kernel logged the latest event of the series of fabric_kernel_events_total (the record's boot-relative time on this host's clock).",
+			"When the latest event of the series of fabric_kernel_events_total was logged: the time the exporter read it (within --collector.kernel-events.poll-interval of the kernel logging it), or for records already in the log when the exporter opened it, the record's boot-relative time on this host's clock (which drifts from the wall clock with uptime).",
 			prometheus.GaugeValue, labels...),
 	}
 	c.recordsS = env.Families.NewFamily("fabric_kernel_log_records_total",
@@ -171,19 +175,36 @@ func (c *kernelEventsCollector) pollOnce(ctx context.Context) {
 		}
 		c.reader = r
 	}
-	boot := c.now().Add(-c.uptime())
+	// A record's time: the kernel stamps it with local_clock(), which NTP
+	// does not slew, so now - CLOCK_MONOTONIC + the stamp drifts from the
+	// wall clock as the host's uptime grows (20 ppm over 180 days: 5
+	// minutes), and the rules' windows with it. A record read as it comes
+	// (within a poll interval of being logged) is stamped when read; only
+	// the backlog found at open (--collector.kernel-events.replay, or
+	// records a relay kept while the exporter restarted) takes the
+	// boot-relative estimate.
+	now := c.now()
+	boot := now.Add(-c.uptime())
+	live := c.live
 	more, err := c.reader.Poll(kernelEventsBurst, func(r *kmsg.Record) {
 		if e, ok := kmsg.Classify(r); ok {
-			c.count(ctx, e, boot.Add(time.Duration(r.Usec)*time.Microsecond))
+			at := now
+			if !live {
+				at = boot.Add(time.Duration(r.Usec) * time.Microsecond)
+			}
+			c.count(ctx, e, at)
 		}
 	})
+	if err == nil && !more {
+		c.live = true
+	}
 	st, total := c.reader.Stats(), c.base
 	total.Records, total.Lost, total.Malformed = total.Records+st.Records, total.Lost+st.Lost, total.Malformed+st.Malformed
 	if err != nil {
 		c.env.ReadErrors.Inc()
 		c.env.Once.Warn("kernel-events:read", "msg", "cannot read the kernel log; reopening it", "path", c.opts.Path, "err", err)
 		c.reader.Close()
-		c.reader, c.base = nil, total
+		c.reader, c.base, c.live = nil, total, false
 	}
 	c.mu.Lock()
 	c.stats, c.readErr = total, err

@@ -17,7 +17,7 @@ import (
 const (
 	kmsgFixture  = "../internal/kmsg/testdata/fabric.kmsg"
 	kevTotalHelp = `Kernel log lines of a fabric event (internal/kmsg) since the exporter started, by class (mlx5, netdev, port_module, pcie, xid) and kind (an Xid's code for xid): the PCI function the line names (pci_bus_id), the RDMA device and netdev on it, the rails and GPUs (as fabric_pci_device_info numbers them) at or below it, "" where none.`
-	kevLastHelp  = "When the kernel logged the latest event of the series of fabric_kernel_events_total (the record's boot-relative time on this host's clock)."
+	kevLastHelp  = "When the latest event of the series of fabric_kernel_events_total was logged: the time the exporter read it (within --collector.kernel-events.poll-interval of the kernel logging it), or for records already in the log when the exporter opened it, the record's boot-relative time on this host's clock (which drifts from the wall clock with uptime)."
 )
 
 // newTestKernelEvents builds the collector on the sysfs fixture reading
@@ -250,5 +250,37 @@ func BenchmarkKernelEventsBurst(b *testing.B) {
 		c.reader.Close()
 		c.reader = nil
 		c.pollOnce(context.Background())
+	}
+}
+
+// Records logged after the exporter caught up are stamped when read, not
+// by the kernel's local clock: on a host up 180 days the boot-relative
+// estimate is minutes off (local_clock is not slewed by NTP), here 5
+// minutes behind. The backlog found at open keeps its estimate.
+func TestKernelEventsLiveRecordsStampedWhenRead(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "kmsg")
+	if err := os.WriteFile(p, []byte("3,1,5000000,-;mlx5_core 0000:18:00.0: wait_func:1166:(pid 9): ACCESS_REG(0x805) timeout. Will cause a leak of a command resource\n SUBSYSTEM=pci\n DEVICE=+pci:0000:18:00.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newTestKernelEvents(t, p, 0)
+	c.opts.Replay = true
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c.now = func() time.Time { return now }
+	// The kernel's clock says 20 s since boot: its stamps (5 s, then 19 s)
+	// put the records 5 minutes before the wall clock's truth.
+	c.uptime = func() time.Duration { return 20 * time.Second }
+	c.pollOnce(context.Background())
+	const key = "fabric_kernel_event_last_timestamp_seconds{mlx5,command_timeout,mlx5_0,eth0,0000:18:00.0,mlx5_0,}"
+	boot := float64(now.Unix() - 20)
+	if v := updateValues(t, c)[key]; v != boot+5 {
+		t.Fatalf("the backlog's record at %v, want %v (its boot-relative time)", v, boot+5)
+	}
+	f, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+	fmt.Fprint(f, "3,2,19000000,-;mlx5_core 0000:18:00.0: wait_func:1166:(pid 9): ACCESS_REG(0x805) timeout. Will cause a leak of a command resource\n SUBSYSTEM=pci\n DEVICE=+pci:0000:18:00.0\n")
+	f.Close()
+	now = now.Add(5 * time.Minute)
+	c.pollOnce(context.Background())
+	if v := updateValues(t, c)[key]; v != float64(now.Unix()) {
+		t.Errorf("a live record at %v, want %v (when it was read)", v, now.Unix())
 	}
 }
