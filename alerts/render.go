@@ -117,6 +117,8 @@ type Config struct {
 	CauseLatchWindow string `yaml:"causeLatchWindow"`
 	// Hang: the signatures of a hung serving group (alerts/rules/25-nccl-hang.yml.tmpl).
 	Hang HangConfig `yaml:"hang"`
+	// XidFatal: the NVIDIA Xid codes GPUXidFatal pages on.
+	XidFatal []int `yaml:"xidFatal"`
 	For  struct {
 		NCCL   string `yaml:"nccl"`
 		Short  string `yaml:"short"`
@@ -204,6 +206,14 @@ func ParseConfig(b []byte) (Config, error) {
 	if !(h.IdleMax >= 0 && h.IdleMax < h.BusyMin && h.BusyMin <= 1 && h.TensorMax >= 0 && h.DRAMMax >= 0) {
 		return c, fmt.Errorf("alerts config: hang: want 0 <= idleMax < busyMin <= 1 and tensorMax, dramMax >= 0")
 	}
+	if len(c.XidFatal) == 0 {
+		return c, fmt.Errorf("alerts config: xidFatal: at least one Xid code (GPUXidFatal would match every Xid or none)")
+	}
+	for _, x := range c.XidFatal {
+		if x < 1 || x > 999 {
+			return c, fmt.Errorf("alerts config: xidFatal: %d is not an Xid code (1-999)", x)
+		}
+	}
 	if r := c.NCCLInspectorBusBandwidthRatio; !(r > 0 && r <= 1) {
 		return c, fmt.Errorf("alerts config: ncclInspectorBusBandwidthRatio %v: must be in (0, 1]", r)
 	}
@@ -265,6 +275,11 @@ func Render(c Config) ([]byte, error) {
 		"WarningInterval": c.WarningInterval, "CauseLatchWindow": c.CauseLatchWindow,
 	}
 	data["NCCLInspectorBusBandwidthRatio"] = num(c.NCCLInspectorBusBandwidthRatio)
+	xids := make([]string, 0, len(c.XidFatal))
+	for _, x := range c.XidFatal {
+		xids = append(xids, strconv.Itoa(x))
+	}
+	data["XidFatal"] = strings.Join(xids, "|")
 	data["Hang"] = map[string]string{"Interval": c.Hang.Interval, "BusyMin": num(c.Hang.BusyMin), "IdleMax": num(c.Hang.IdleMax),
 		"TensorMax": num(c.Hang.TensorMax), "DRAMMax": num(c.Hang.DRAMMax), "ProgressWindow": c.Hang.ProgressWindow, "For": c.Hang.For, "UnresponsiveFor": c.Hang.UnresponsiveFor}
 	// Each file is a template of its own (an error names the file and its
