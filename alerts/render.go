@@ -119,7 +119,7 @@ type Config struct {
 	Hang HangConfig `yaml:"hang"`
 	// XidFatal: the NVIDIA Xid codes GPUXidFatal pages on.
 	XidFatal []int `yaml:"xidFatal"`
-	For  struct {
+	For      struct {
 		NCCL   string `yaml:"nccl"`
 		Short  string `yaml:"short"`
 		Medium string `yaml:"medium"`
