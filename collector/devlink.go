@@ -72,7 +72,7 @@ func devlinkFlags(app *kingpin.Application, o *Options) {
 	app.Flag("collector.devlink.timeout", "How long one device's devlink request may take. A device that does not answer in time is reported as not answering (fabric_devlink_up 0) and is not asked again until the kernel lets its request go.").
 		Default("5s").Action(atLeastDuration("collector.devlink.timeout", &o.Devlink.Timeout, 10*time.Millisecond)).DurationVar(&o.Devlink.Timeout)
 	app.Flag("collector.devlink.fixtures", "Read DIR/health.json (devlink -j health show), DIR/info.json (devlink -j dev info) and DIR/not-answering (devlink handles that time out, one a line) instead of devlink netlink (demos and tests).").
-		PlaceHolder("DIR").StringVar(&o.Devlink.Fixtures)
+		PlaceHolder("DIR").Hidden().StringVar(&o.Devlink.Fixtures)
 }
 
 // devlinkInfoEvery is how often device information is read again; a failed

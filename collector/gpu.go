@@ -34,7 +34,7 @@ func gpuFlags(app *kingpin.Application, o *Options) {
 		Default("auto").EnumVar(&o.GPU.Source, "auto", "dcgm", "nvml")
 	app.Flag("collector.gpu.dcgm-address", "Address of the DCGM host engine (nv-hostengine).").Default("localhost:5555").StringVar(&o.GPU.DCGMAddress)
 	app.Flag("collector.gpu.dcgm-embedded", "Run the DCGM host engine inside the exporter instead of connecting to nv-hostengine.").BoolVar(&o.GPU.DCGMEmbedded)
-	app.Flag("collector.gpu.fixture", "Serve the GPUs described in this JSON file instead of NVML/DCGM (demos and tests; see collector/fixtures/gpu).").PlaceHolder("FILE").StringVar(&o.GPU.Fixture)
+	app.Flag("collector.gpu.fixture", "Serve the GPUs described in this JSON file instead of NVML/DCGM (demos and tests; see collector/fixtures/gpu).").PlaceHolder("FILE").Hidden().StringVar(&o.GPU.Fixture)
 	app.Flag("collector.gpu.interval", "Sampling period of the GPU activity fields (DCGM update period, GPM window; at least 100ms).").Default("1s").DurationVar(&o.GPU.Interval)
 }
 

@@ -67,14 +67,22 @@ func NewFilter(include, exclude string) (Filter, error) {
 		return f, fmt.Errorf("device-include and device-exclude are mutually exclusive")
 	}
 	var err error
+	// The pattern alone first: its error then shows what the user typed,
+	// not the anchoring added around it.
 	if include != "" {
-		if f.include, err = regexp.Compile("^(?:" + include + ")$"); err != nil {
-			return f, fmt.Errorf("device-include: %w", err)
+		if _, err = regexp.Compile(include); err == nil {
+			f.include, err = regexp.Compile("^(?:" + include + ")$")
+		}
+		if err != nil {
+			return f, fmt.Errorf("device-include %q: %w", include, err)
 		}
 	}
 	if exclude != "" {
-		if f.exclude, err = regexp.Compile("^(?:" + exclude + ")$"); err != nil {
-			return f, fmt.Errorf("device-exclude: %w", err)
+		if _, err = regexp.Compile(exclude); err == nil {
+			f.exclude, err = regexp.Compile("^(?:" + exclude + ")$")
+		}
+		if err != nil {
+			return f, fmt.Errorf("device-exclude %q: %w", exclude, err)
 		}
 	}
 	return f, nil

@@ -123,7 +123,7 @@ type PFCOptions struct {
 }
 
 func pfcFlags(app *kingpin.Application, o *Options) {
-	app.Flag("collector.pfc.ethtool-fixtures", "Read `ethtool -S` output from DIR/<netdev> files instead of the ethtool ioctl (demos and tests).").PlaceHolder("DIR").StringVar(&o.PFC.EthtoolFixtures)
+	app.Flag("collector.pfc.ethtool-fixtures", "Read `ethtool -S` output from DIR/<netdev> files instead of the ethtool ioctl (demos and tests).").PlaceHolder("DIR").Hidden().StringVar(&o.PFC.EthtoolFixtures)
 }
 
 func newPFCCollector(env Env, o *Options) (Collector, error) {

@@ -59,7 +59,7 @@ type PhyOptions struct {
 }
 
 func phyFlags(app *kingpin.Application, o *Options) {
-	app.Flag("collector.phy.fixtures", "Read FEC statistics from DIR/<netdev>.fec and module memory dumps from DIR/<netdev>.eeprom instead of ethtool netlink (demos and tests).").PlaceHolder("DIR").StringVar(&o.Phy.Fixtures)
+	app.Flag("collector.phy.fixtures", "Read FEC statistics from DIR/<netdev>.fec and module memory dumps from DIR/<netdev>.eeprom instead of ethtool netlink (demos and tests).").PlaceHolder("DIR").Hidden().StringVar(&o.Phy.Fixtures)
 	app.Flag("collector.phy.module-interval", "How often optical module memory (DOM monitors, thresholds, identity) is read in the background. Module reads go over I2C and take tens to hundreds of milliseconds.").Default("60s").DurationVar(&o.Phy.ModuleInterval)
 }
 

@@ -83,7 +83,7 @@ func processFlags(app *kingpin.Application, o *Options) {
 	app.Flag("collector.process.docker-host", "Docker Engine API address (e.g. unix:///var/run/docker.sock) to add each Docker (or Podman) container's name to fabric_process_container_info as container_name; looked up in the background and cached per container ID, never during a scrape. Empty: off.").
 		Default("").StringVar(&o.Process.DockerHost)
 	app.Flag("collector.process.rdma-qp-fixture", "Read the queue-pair listing from FILE (what `rdma -j resource show qp` prints) instead of RDMA netlink; its PIDs are those of --path.procfs (demos and tests).").
-		PlaceHolder("FILE").StringVar(&o.Process.RDMAQPFixture)
+		PlaceHolder("FILE").Hidden().StringVar(&o.Process.RDMAQPFixture)
 }
 
 // procFiles are the /proc/PID files whose failed reads are counted (an

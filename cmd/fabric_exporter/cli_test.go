@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -58,6 +60,51 @@ func TestExporterLinksNoPlotting(t *testing.T) {
 		for _, bad := range []string{"gonum.org/", "golang.org/x/image", "codeberg.org/go-fonts", "codeberg.org/go-latex", "codeberg.org/go-pdf", "git.sr.ht/~sbinet/gg", "github.com/fabric-exporter/fabric_exporter/analyze"} {
 			if strings.HasPrefix(dep, bad) {
 				t.Errorf("the exporter links %s", dep)
+			}
+		}
+	}
+}
+
+// A bad --web.config.file (missing, garbage, an unknown key) or a port in
+// use stops the exporter before it says it listens, with a message that
+// names the flag and what is wrong.
+func TestBadWebInputNamesTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	garbage, unknown := dir+"/garbage.yml", dir+"/unknown.yml"
+	os.WriteFile(garbage, []byte("tls_server_config: [\n"), 0o644)
+	os.WriteFile(unknown, []byte("bogus_key: 1\n"), 0o644)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	free := testenv.FreeAddr(t)
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--web.config.file=" + dir + "/missing.yml", "--web.listen-address=" + free}, []string{"--web.config.file", "missing.yml", "no such file"}},
+		{[]string{"--web.config.file=" + garbage, "--web.listen-address=" + free}, []string{"--web.config.file", "garbage.yml", "yaml"}},
+		{[]string{"--web.config.file=" + unknown, "--web.listen-address=" + free}, []string{"--web.config.file", "unknown.yml", "bogus_key"}},
+		{[]string{"--web.listen-address=" + ln.Addr().String()}, []string{"--web.listen-address", ln.Addr().String(), "address already in use"}},
+		{[]string{"--collector.gpu.interval=fast"}, []string{"--collector.gpu.interval", `"fast"`, "a duration"}},
+		{[]string{"--collector.rdma", "--collector.rdma.device-include=(", "--web.listen-address=" + free}, []string{"--collector.rdma.device-include", "missing closing ): `(`"}},
+	} {
+		out, code := runBinary(t, append(c.args, "--collector.disable-defaults")...)
+		if code == 0 {
+			t.Errorf("%v: exit 0", c.args)
+		}
+		if strings.Contains(out, "^(?:") {
+			t.Errorf("%v: the exporter's own wrapping shows:\n%s", c.args, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: the output does not say %q:\n%s", c.args, w, out)
+			}
+		}
+		for _, bad := range []string{"Listening on", "HTTP server stopped"} {
+			if strings.Contains(out, bad) {
+				t.Errorf("%v: says %q:\n%s", c.args, bad, out)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -85,7 +86,7 @@ func run(args []string) int {
 	}
 	cmd, err := app.Parse(args)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "fabric_exporter: %v\n", err)
+		fmt.Fprintf(os.Stderr, "fabric_exporter: %v\n", flagError(app, args, err))
 		return 2
 	}
 
@@ -154,8 +155,27 @@ func run(args []string) int {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
+	// The web configuration and the listen addresses are checked before
+	// the server starts, so that a mistake names the flag and the file
+	// rather than a server that never ran.
+	if f := *toolkitFlags.WebConfigFile; f != "" {
+		if err := web.Validate(f); err != nil {
+			level.Error(logger).Log("msg", "invalid --web.config.file: fix the file or the flag", "file", f, "err", err)
+			return 1
+		}
+	}
+	if toolkitFlags.WebListenAddresses != nil && (toolkitFlags.WebSystemdSocket == nil || !*toolkitFlags.WebSystemdSocket) {
+		for _, a := range *toolkitFlags.WebListenAddresses {
+			ln, err := net.Listen("tcp", a)
+			if err != nil {
+				level.Error(logger).Log("msg", "cannot listen on --web.listen-address: another process holds the port, or the address is not this host's", "address", a, "err", err)
+				return 1
+			}
+			ln.Close()
+		}
+	}
 	if err := web.ListenAndServe(server, toolkitFlags, slogger); err != nil {
-		level.Error(logger).Log("msg", "HTTP server stopped", "err", err)
+		level.Error(logger).Log("msg", "the HTTP server failed", "err", err)
 		return 1
 	}
 	return 0
@@ -313,4 +333,34 @@ func landingPage(metricsPath string, exp *collector.Exporter, o *collector.Optio
 		}
 		lp.ServeHTTP(w, r)
 	})
+}
+
+// flagError names the flag whose value kingpin could not take (its own
+// error for a bad value says only what the parser said: `time: invalid
+// duration "fast"`), with what it expects.
+func flagError(app *kingpin.Application, args []string, err error) error {
+	for i, a := range args {
+		name, val, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !strings.HasPrefix(a, "--") {
+			continue
+		}
+		f := app.GetFlag(name)
+		if f == nil {
+			continue
+		}
+		if !ok {
+			if f.Model().IsBoolFlag() || i+1 >= len(args) {
+				continue
+			}
+			val = args[i+1]
+		}
+		if serr := f.Model().Value.Set(val); serr != nil {
+			hint := ""
+			if strings.Contains(serr.Error(), "invalid duration") {
+				hint = " (a duration: 500ms, 15s, 1m)"
+			}
+			return fmt.Errorf("--%s=%q: %v%s", name, val, serr, hint)
+		}
+	}
+	return err
 }
