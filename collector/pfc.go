@@ -177,6 +177,9 @@ func (c *pfcCollector) Update(ctx context.Context, b *exposition.Batch) error {
 		if err := sysfsRootError(c.opts.SysfsPath); err != nil {
 			return err
 		}
+		if len(rails) > 0 {
+			return noHardware("no rail netdev: none of the rails (%s) has a present port with a netdev (an InfiniBand port, a device that is gone, or a --rail that names none)", railNames(rails))
+		}
 		return noHardware("no rail netdev (no Ethernet RDMA port with a netdev, and no --rail)")
 	}
 	sort.Strings(netdevs)
@@ -280,4 +283,13 @@ func (c *pfcCollector) emit(nd, rail string, stats map[string]uint64, b *exposit
 			b.AddWith(c.prioEnabled, b2f(pfcOn[p]), nd, strconv.Itoa(p), rail)
 		}
 	}
+}
+
+// railNames lists rails by name for a message.
+func railNames(rails []Rail) string {
+	var out []string
+	for _, r := range rails {
+		out = append(out, r.Name)
+	}
+	return strings.Join(out, ", ")
 }

@@ -10,6 +10,7 @@ package nvidia
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,7 +50,11 @@ func newBackend(o gpu.Options, lib nvml.Interface, dc dcgmAPI) (*backend, error)
 			useDCGM = true
 			dc.Close() // the poller connects for real below
 		} else {
-			level.Info(o.Logger).Log("msg", "DCGM host engine not reachable, using NVML", "err", err)
+			msg := "DCGM host engine not reachable, using NVML"
+			if strings.Contains(err.Error(), "not found") || strings.Contains(err.Error(), "cannot open shared object") {
+				msg = "DCGM library not installed (libdcgm.so.4), using NVML"
+			}
+			level.Info(o.Logger).Log("msg", msg, "err", err)
 		}
 	case "nvml":
 	default:
