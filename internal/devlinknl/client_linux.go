@@ -12,6 +12,7 @@ import (
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultTimeout bounds a request when its context has no earlier deadline.
@@ -35,16 +36,96 @@ type Client struct {
 
 	mu      sync.Mutex
 	pending map[string]time.Time // request key -> when it was sent
+	// perReporter: ask each known reporter of an instance on its own
+	// (a do request, under that instance's lock only) instead of the dump
+	// (kernels before 6.6 walk every instance, each under its lock, to
+	// answer a dump with a handle: one wedged HCA blocks every other's
+	// dump). known holds the reporters the last dump found per instance.
+	perReporter bool
+	known       map[Handle][]Reporter
 }
 
 // NewClient returns a client.
 func NewClient() *Client {
-	return &Client{dial: func() (*genetlink.Conn, error) { return genetlink.Dial(nil) }}
+	c := &Client{dial: func() (*genetlink.Conn, error) { return genetlink.Dial(nil) }}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		c.perReporter = DumpWalksAll(unix.ByteSliceToString(u.Release[:]))
+	}
+	return c
 }
 
 // HealthReporters returns the health reporters of an instance and of its
 // ports, at most MaxReporters, in the kernel's order.
 func (c *Client) HealthReporters(ctx context.Context, h Handle) ([]Reporter, error) {
+	c.mu.Lock()
+	known := c.known[h]
+	per := c.perReporter && len(known) > 0
+	c.mu.Unlock()
+	if per {
+		rs, err := c.eachReporter(ctx, h, known)
+		if err == nil || !errors.Is(err, ErrNoDevice) {
+			return rs, err
+		}
+		// A reporter is gone (the driver re-registered them): dump again.
+	}
+	out, err := c.dumpReporters(ctx, h)
+	if err == nil && c.perReporter {
+		c.mu.Lock()
+		if c.known == nil {
+			c.known = map[Handle][]Reporter{}
+		}
+		c.known[h] = out
+		c.mu.Unlock()
+	}
+	return out, err
+}
+
+// eachReporter asks each of known's reporters of h with a do request.
+func (c *Client) eachReporter(ctx context.Context, h Handle, known []Reporter) ([]Reporter, error) {
+	var out []Reporter
+	err := c.do(ctx, "health "+h.String(), func(conn *genetlink.Conn, fam genetlink.Family) error {
+		for _, k := range known {
+			ae := netlink.NewAttributeEncoder()
+			ae.String(attrBusName, h.Bus)
+			ae.String(attrDevName, h.Device)
+			if k.HasPort {
+				ae.Uint32(attrPortIndex, k.Port)
+			}
+			ae.String(attrHealthReporterName, k.Name)
+			req, err := ae.Encode()
+			if err != nil {
+				return err
+			}
+			msgs, err := conn.Execute(genetlink.Message{
+				Header: genetlink.Header{Command: cmdHealthReporterGet, Version: familyVersion}, Data: req,
+			}, fam.ID, netlink.Request)
+			if err != nil {
+				return err
+			}
+			if len(msgs) != 1 {
+				return fmt.Errorf("devlink health reporter %s of %s: %d answers", k.Name, h, len(msgs))
+			}
+			got, r, err := DecodeReporter(msgs[0].Data)
+			if err != nil {
+				return err
+			}
+			if got != h || r.Name != k.Name {
+				return fmt.Errorf("devlink health reporter %s of %s answered for %s %s", k.Name, h, got, r.Name)
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// dumpReporters dumps the reporters of h (and, before 6.6, every other
+// instance's, filtered out).
+func (c *Client) dumpReporters(ctx context.Context, h Handle) ([]Reporter, error) {
 	var out []Reporter
 	err := c.do(ctx, "health "+h.String(), func(conn *genetlink.Conn, fam genetlink.Family) error {
 		req, err := encodeHandle(h)

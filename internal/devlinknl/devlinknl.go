@@ -412,3 +412,16 @@ func isTimeout(err error) bool {
 	var t interface{ Timeout() bool }
 	return errors.As(err, &t) && t.Timeout()
 }
+
+// DumpWalksAll reports whether a kernel (its uname release, "5.15.0-91-
+// generic") answers a health-reporter dump that names one instance by
+// walking every instance, each under its lock: before Linux 6.6 (5.15:
+// devlink->lock; 6.0-6.5: devl_lock), where one wedged HCA blocks every
+// other's dump. An unreadable release is taken as such a kernel.
+func DumpWalksAll(release string) bool {
+	var major, minor int
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
+		return true
+	}
+	return major < 6 || major == 6 && minor < 6
+}

@@ -275,6 +275,7 @@ func (k *fakeKernel) serve(in []netlink.Message) ([]netlink.Message, error) {
 	}
 	cmd := req.Data[0]
 	var h Handle
+	name := ""
 	ad, err := netlink.NewAttributeDecoder(req.Data[4:])
 	if err != nil {
 		return errReply(syscall.EINVAL, req)
@@ -285,10 +286,21 @@ func (k *fakeKernel) serve(in []netlink.Message) ([]netlink.Message, error) {
 			h.Bus = ad.String()
 		case attrDevName:
 			h.Device = ad.String()
+		case attrHealthReporterName:
+			name = ad.String()
 		}
 	}
-	if k.block != nil && h == hcaB {
-		<-k.block
+	dump := req.Header.Flags&netlink.Dump != 0
+	if k.block != nil && (h == hcaB || k.old && dump && cmd == cmdHealthReporterGet) {
+		<-k.block // hcaB's lock, held; before 6.6 a dump takes every instance's
+	}
+	if cmd == cmdHealthReporterGet && !dump {
+		for _, a := range k.reporters[h] {
+			if _, r, err := DecodeReporter(a); err == nil && r.Name == name {
+				return done([]netlink.Message{reply(cmd, a)}, req, false)
+			}
+		}
+		return errReply(syscall.ENOENT, req)
 	}
 	_, known := k.reporters[h]
 	switch {
@@ -459,5 +471,49 @@ func TestClientBlocked(t *testing.T) {
 	}
 	if rs, err := c.HealthReporters(t.Context(), hcaB); err != nil || len(rs) != 5 {
 		t.Errorf("after the kernel let go: %d reporters, %v", len(rs), err)
+	}
+}
+
+// Before 6.6 a health-reporter dump with a handle walks every instance,
+// each under its lock: one wedged HCA (hcaB) blocks hcaA's dump too. The
+// client asks each reporter it learned with a do request instead, which
+// takes hcaA's lock only: hcaA answers while hcaB does not.
+func TestClientPerReporterBefore66(t *testing.T) {
+	k := &fakeKernel{t: t, old: true, reporters: map[Handle][][]byte{hcaA: mlx5Reporters(hcaA), hcaB: {reporterAnswer(hcaB, -1, "fw_fatal", 0, 0, 0, true, true, 0)}}}
+	c := testClient(k)
+	c.perReporter = true
+	for _, h := range []Handle{hcaA, hcaB} {
+		if _, err := c.HealthReporters(t.Context(), h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.block = make(chan struct{})
+	defer close(k.block)
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	rs, err := c.HealthReporters(ctx, hcaA)
+	if err != nil || len(rs) != 5 || rs[1].Name != "fw_fatal" || rs[4].Port != 65535 {
+		t.Fatalf("hcaA while hcaB is wedged: %+v %v", rs, err)
+	}
+	ctx2, cancel2 := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel2()
+	if _, err := c.HealthReporters(ctx2, hcaB); !errors.Is(err, ErrTimeout) {
+		t.Errorf("wedged hcaB: %v", err)
+	}
+	// The dump, as before, would have waited for hcaB.
+	d := testClient(k)
+	ctx3, cancel3 := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel3()
+	if _, err := d.HealthReporters(ctx3, hcaA); !errors.Is(err, ErrTimeout) {
+		t.Errorf("a dump on a pre-6.6 kernel with hcaB wedged: %v, want a timeout", err)
+	}
+}
+
+func TestDumpWalksAll(t *testing.T) {
+	for rel, want := range map[string]bool{"5.14.0-427.el9.x86_64": true, "5.15.0-91-generic": true, "6.5.0-1015-nvidia": true,
+		"6.6.0": false, "6.8.0-49-generic": false, "7.0": false, "garbage": true} {
+		if got := DumpWalksAll(rel); got != want {
+			t.Errorf("%s: %v", rel, got)
+		}
 	}
 }
