@@ -97,6 +97,11 @@ type kernelEventsCollector struct {
 	byKey   map[kevKey]*kevEvent
 	events  []*kevEvent // in the order first seen
 	dropped [len(kmsg.Classes)]float64
+	// self counts the events of commands the exporter itself issued (its
+	// PIDs: selfPIDs), by class and kind: not in fabric_kernel_events_total.
+	self     map[[2]string]float64
+	selfPIDs map[int]bool
+	selfF    *exposition.Family
 
 	total, last     *exposition.Family
 	recordsS, lostS *exposition.Series
@@ -145,6 +150,9 @@ func newKernelEventsState(env Env, o *Options) (*kernelEventsCollector, error) {
 		"Kernel log records read since the exporter started (every record, kernel's and userspace's).", prometheus.CounterValue).With()
 	c.lostS = env.Families.NewFamily("fabric_kernel_log_lost_records_total",
 		"Kernel log records overwritten in the kernel's buffer before the exporter read them (gaps in the sequence numbers): events among them are not counted.", prometheus.CounterValue).With()
+	c.self, c.selfPIDs = map[[2]string]float64{}, selfPIDs(c.procfs)
+	c.selfF = env.Families.NewFamily("fabric_kernel_events_self_inflicted_total",
+		"Kernel log events of driver commands the exporter itself issued (the line's (pid N) is the exporter's: an ethtool statistics or module read that the device refused, as HGX B200/B300 limited PFs refuse ACCESS_REG), by class and kind. Not counted in fabric_kernel_events_total, and no alert reads them; exclude such devices with --collector.phy.device-exclude.", prometheus.CounterValue, "class", "kind")
 	dropped := env.Families.NewFamily("fabric_kernel_events_dropped_total",
 		"Events not counted in fabric_kernel_events_total because --collector.kernel-events.max-series label sets were in use.", prometheus.CounterValue, "class")
 	for i, cl := range kmsg.Classes {
@@ -188,6 +196,12 @@ func (c *kernelEventsCollector) pollOnce(ctx context.Context) {
 	live := c.live
 	more, err := c.reader.Poll(kernelEventsBurst, func(r *kmsg.Record) {
 		if e, ok := kmsg.Classify(r); ok {
+			if pid, ok := kmsg.IssuerPID(r.Message); ok && c.selfPIDs[pid] {
+				c.mu.Lock()
+				c.self[[2]string{e.Class, e.Kind}]++
+				c.mu.Unlock()
+				return
+			}
 			at := now
 			if !live {
 				at = boot.Add(time.Duration(r.Usec) * time.Microsecond)
@@ -261,6 +275,9 @@ func (c *kernelEventsCollector) Update(ctx context.Context, b *exposition.Batch)
 		if c.dropped[i] > 0 {
 			b.Add(s, c.dropped[i])
 		}
+	}
+	for k, n := range c.self {
+		b.AddWith(c.selfF, n, k[0], k[1])
 	}
 	b.Add(c.recordsS, float64(c.stats.Records))
 	b.Add(c.lostS, float64(c.stats.Lost))

@@ -284,3 +284,26 @@ func TestKernelEventsLiveRecordsStampedWhenRead(t *testing.T) {
 		t.Errorf("a live record at %v, want %v (when it was read)", v, now.Unix())
 	}
 }
+
+// A driver command the exporter itself issued (an ethtool statistics or
+// module read the device refuses: the line's pid is the exporter's) is not
+// counted as an event, nor paged on; it is counted apart. The same line
+// from another process is an event.
+func TestKernelEventsSelfInflicted(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "kmsg")
+	line := func(seq, pid int) string {
+		return fmt.Sprintf("3,%d,5000000,-;mlx5_core 0000:18:00.0: wait_func:1189:(pid %d): ACCESS_REG(0x805) timeout. Will cause a leak of a command resource\n SUBSYSTEM=pci\n DEVICE=+pci:0000:18:00.0\n", seq, pid)
+	}
+	if err := os.WriteFile(p, []byte(line(1, os.Getpid())+line(2, os.Getpid())+line(3, 72061)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newTestKernelEvents(t, p, 0)
+	c.pollOnce(context.Background())
+	v := updateValues(t, c)
+	if n := v["fabric_kernel_events_total{mlx5,command_timeout,mlx5_0,eth0,0000:18:00.0,mlx5_0,}"]; n != 1 {
+		t.Errorf("events %v, want 1 (another process's): %v", n, v)
+	}
+	if n := v["fabric_kernel_events_self_inflicted_total{mlx5,command_timeout}"]; n != 2 {
+		t.Errorf("self-inflicted %v, want 2: %v", n, v)
+	}
+}

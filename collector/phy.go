@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,12 +55,16 @@ type PhyOptions struct {
 	Fixtures string
 	// ModuleInterval is the module memory refresh period.
 	ModuleInterval time.Duration
+	// DeviceExclude: netdevs whose FEC and module memory are not read
+	// (--collector.phy.device-exclude, an anchored regexp).
+	DeviceExclude string
 	// Source overrides the source (tests).
 	Source PhySource
 }
 
 func phyFlags(app *kingpin.Application, o *Options) {
 	app.Flag("collector.phy.fixtures", "Read FEC statistics from DIR/<netdev>.fec and module memory dumps from DIR/<netdev>.eeprom instead of ethtool netlink (demos and tests).").PlaceHolder("DIR").Hidden().StringVar(&o.Phy.Fixtures)
+	app.Flag("collector.phy.device-exclude", "Anchored regexp of rail netdevs whose FEC statistics and module memory are not read: devices whose firmware refuses the register reads and logs an error for each (mlx5 ACCESS_REG failures on HGX B200/B300 limited PFs). Their phy series are absent.").PlaceHolder("REGEXP").StringVar(&o.Phy.DeviceExclude)
 	app.Flag("collector.phy.module-interval", "How often optical module memory (DOM monitors, thresholds, identity) is read in the background. Module reads go over I2C and take tens to hundreds of milliseconds.").Default("60s").DurationVar(&o.Phy.ModuleInterval)
 }
 
@@ -70,12 +75,14 @@ type phyModule struct {
 }
 
 type phyCollector struct {
-	env   Env
-	opts  *Options
-	src   PhySource
-	first chan struct{} // closed after the first module refresh
-	stop  chan struct{}
-	done  chan struct{}
+	env  Env
+	opts *Options
+	src  PhySource
+	// exclude: --collector.phy.device-exclude (nil: none).
+	exclude *regexp.Regexp
+	first   chan struct{} // closed after the first module refresh
+	stop    chan struct{}
+	done    chan struct{}
 
 	mu      sync.Mutex
 	modules map[string]phyModule
@@ -97,6 +104,14 @@ func newPhyCollector(env Env, o *Options) (Collector, error) {
 	if p.ModuleInterval < time.Second {
 		return nil, fmt.Errorf("--collector.phy.module-interval %v: must be at least 1s", p.ModuleInterval)
 	}
+	var exclude *regexp.Regexp
+	if p.DeviceExclude != "" {
+		f, err := NewFilter("", p.DeviceExclude)
+		if err != nil {
+			return nil, fmt.Errorf("--collector.phy.%w", err)
+		}
+		exclude = f.exclude
+	}
 	src := p.Source
 	switch {
 	case src != nil:
@@ -113,7 +128,7 @@ func newPhyCollector(env Env, o *Options) (Collector, error) {
 		return nd(name, "The module's own "+what+" thresholds (threshold: high_alarm, low_alarm, high_warning, low_warning), from its memory.", g, "threshold")
 	}
 	c := &phyCollector{
-		env: env, opts: o, src: src, modules: map[string]phyModule{},
+		env: env, opts: o, src: src, exclude: exclude, modules: map[string]phyModule{},
 		first: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 		fecInfo:          nd("fabric_netdev_fec_info", "Active FEC mode of a rail netdev (off, rs, baser, llrs), from ethtool netlink.", g, "mode"),
 		fecCorrected:     nd("fabric_netdev_fec_corrected_blocks_total", "FEC blocks (codewords) received with errors that FEC corrected (IEEE 802.3 FEC statistics through ethtool netlink).", ctr),
@@ -179,7 +194,7 @@ func (c *phyCollector) railNetdevs(ctx context.Context) ([]string, []Rail) {
 	var out []string
 	rails := c.opts.Rails.Current(ctx)
 	for _, r := range rails {
-		if r.Present && r.Netdev != "" && !seen[r.Netdev] {
+		if r.Present && r.Netdev != "" && !seen[r.Netdev] && (c.exclude == nil || !c.exclude.MatchString(r.Netdev)) {
 			seen[r.Netdev] = true
 			out = append(out, r.Netdev)
 		}

@@ -316,3 +316,28 @@ func BenchmarkPhyUpdate(b *testing.B) {
 		}
 	}
 }
+
+// --collector.phy.device-exclude: an excluded rail netdev's FEC and module
+// memory are not read (a device whose firmware refuses the reads and logs
+// an error each time); the other rail keeps its series. A bad regexp names
+// the flag.
+func TestPhyDeviceExclude(t *testing.T) {
+	o := fixtureOptions(t, fixtureSys)
+	o.Phy.Fixtures = "fixtures/phy"
+	o.Phy.DeviceExclude = "eth3"
+	c, _ := newTestPhy(t, o)
+	v := updateValues(t, c)
+	if _, ok := v["fabric_netdev_fec_info{eth0,rs,mlx5_0}"]; !ok {
+		t.Errorf("eth0 lost its series: %v", v)
+	}
+	for k := range v {
+		if strings.Contains(k, "{eth3,") {
+			t.Errorf("the excluded eth3 is read: %s", k)
+		}
+	}
+	o.Phy.DeviceExclude = "("
+	env, _ := testEnv()
+	if _, err := newPhyCollector(env, o); err == nil || !strings.Contains(err.Error(), "--collector.phy.device-exclude") {
+		t.Errorf("a bad regexp: %v", err)
+	}
+}

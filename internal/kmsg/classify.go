@@ -355,3 +355,28 @@ func digits(b []byte) bool {
 	}
 	return true
 }
+
+// IssuerPID returns the PID an mlx5 command line names as the task that
+// issued the command ("mlx5_core 0000:18:00.0: wait_func:1189:(pid 72061):
+// ACCESS_REG(0x805) timeout …", "mlx5_cmd_out_err:838:(pid 2195): …"): the
+// kernel's mlx5_core_err prints current's PID, in the initial PID
+// namespace. An exporter whose own reads (ethtool statistics, module
+// EEPROM: ACCESS_REG) make the driver fail a command must not count, or
+// page on, what it caused itself.
+func IssuerPID(msg []byte) (int, bool) {
+	_, rest, ok := bytes.Cut(msg, []byte(":(pid "))
+	if !ok {
+		return 0, false
+	}
+	n := 0
+	for i, ch := range rest {
+		if ch == ')' && i > 0 {
+			return n, true
+		}
+		if ch < '0' || ch > '9' || i >= 10 {
+			return 0, false
+		}
+		n = n*10 + int(ch-'0')
+	}
+	return 0, false
+}
