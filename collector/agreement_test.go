@@ -158,6 +158,7 @@ func TestTextMatchesClientGolang(t *testing.T) {
 		switch name {
 		case "fabric_scrape_collector_duration_seconds", // differs between the two scrapes
 			"fabric_nccl_ras_query_duration_seconds", // each scrape asks RAS again (--collector.nccl-ras.scrape-wait)
+			"fabric_nccl_ras_answer_age_seconds",     // the time since the last poll
 			"fabric_scrape_read_errors_total":        // advances by one scrape between the two runs
 			continue
 		}

@@ -131,6 +131,7 @@ type ncclRASCollector struct {
 	first    chan struct{}  // closed after the first poll
 
 	upF, durF, infoF, commsF, targetsF                               *exposition.Family
+	ageF                                                             *exposition.Series
 	commRanksF, commNodesF, commMissingF, commNoCommF, commMismatchF *exposition.Family
 	rankInfoF, rankMissingF, rankNoCommF, rankAsyncF, rankAbortF     *exposition.Family
 	rankInitF, rankStateF, collF, rankProcF, rankUnjoinedF, rankFDsF *exposition.Family
@@ -198,6 +199,7 @@ func newNCCLRASState(env Env, o *Options) (*ncclRASCollector, error) {
 		durF:          f.NewFamily("fabric_nccl_ras_query_duration_seconds", "Duration of the last RAS query (dial to the end of the answer).", g, al...),
 		infoF:         f.NewFamily("fabric_nccl_ras_info", "The RAS service that answered: NCCL version of the answering process and the answer's format (json from NCCL 2.28.7, text before).", g, append(al, "version", "format")...),
 		commsF:        f.NewFamily("fabric_nccl_ras_communicators", "Communicators in the last answer (JSON: all; text: those RAS names in an error or warning), before --collector.nccl-ras.max-communicators.", g, al...),
+		ageF:          f.NewFamily("fabric_nccl_ras_answer_age_seconds", "Age of the RAS answers this scrape reports: since the last finished poll began. A scrape asks again and waits up to --collector.nccl-ras.scrape-wait; a poll that waits on a service that does not answer (a stopped or wedged process holding the RAS port) leaves older answers, up to --collector.nccl-ras.timeout: read the rank series with this age in mind. Absent before the first poll.", g).With(),
 		targetsF:      f.NewFamily("fabric_nccl_ras_targets", "RAS services asked in the last poll by how they are reached: own (the exporter's network namespace), pod_address (no longer used: a pod is asked only from inside its namespace), enter (another namespace, from inside it), unreachable (another namespace with --no-collector.nccl-ras.enter-netns or without CAP_SYS_ADMIN: not asked).", g, "reach"),
 		commRanksF:    f.NewFamily("fabric_nccl_ras_communicator_ranks", "Ranks of a communicator (its size), as RAS reports it. comm is the communicator's hash (0x…, as the NCCL Inspector prints it).", g, "comm"),
 		commNodesF:    f.NewFamily("fabric_nccl_ras_communicator_nodes", "Nodes of a communicator: distinct RAS addresses of its ranks, missing ones included.", g, "comm"),
@@ -355,7 +357,7 @@ func (c *ncclRASCollector) pollOnce(ctx context.Context) {
 		if a.err != nil && denied(a.err) {
 			reach[reachEnter]--
 			reach[reachUnreachable]++
-			c.env.Once.Warn("nccl-ras-enter", "msg", "cannot enter a serving process's network namespace to ask its RAS service on the namespace's loopback; run the exporter with CAP_SYS_ADMIN, set NCCL_RAS_ADDR=0.0.0.0:28028 in the pod (asked at the pod's address without privilege), or run the pod with hostNetwork", "err", a.err)
+			c.env.Once.Warn("nccl-ras-enter", "msg", "cannot enter a serving process's network namespace to ask its RAS service (a pod's RAS is asked only from inside its own namespace); run the exporter with CAP_SYS_ADMIN, or the pod with hostNetwork", "err", a.err)
 			continue
 		}
 		if a.err != nil && !ncclras.Refused(a.err) {
@@ -458,6 +460,9 @@ func (c *ncclRASCollector) Update(ctx context.Context, b *exposition.Batch) erro
 		e.answer(ai, a.status, a.t.NetNS)
 	}
 	e.processes()
+	if listening > 0 && !c.pollStart.IsZero() {
+		b.Add(c.ageF, max(c.now().Sub(c.pollStart).Seconds(), 0))
+	}
 	if listening > 0 || c.reach[reachOwn] < len(c.answers)+c.reach[reachUnreachable] {
 		// Services were asked, or serving processes have some: how many
 		// and how reached (nothing at all on a host without NCCL).

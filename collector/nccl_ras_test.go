@@ -138,7 +138,7 @@ func rasSamples(t *testing.T, c Collector) string {
 	}
 	var lines []string
 	for k, v := range got {
-		if strings.HasPrefix(k, "fabric_nccl_ras_") && !strings.HasPrefix(k, "fabric_nccl_ras_query_duration_seconds") {
+		if strings.HasPrefix(k, "fabric_nccl_ras_") && !strings.HasPrefix(k, "fabric_nccl_ras_query_duration_seconds") && !strings.HasPrefix(k, "fabric_nccl_ras_answer_age_seconds") {
 			lines = append(lines, k+" "+strconv.FormatFloat(v, 'g', -1, 64))
 		}
 	}
@@ -289,4 +289,27 @@ func scrapeKeys(m map[string]float64, family string) []string {
 		}
 	}
 	return out
+}
+
+// The answers' age: since the last finished poll began, on the
+// collector's clock; absent before any service answered.
+func TestRASAnswerAge(t *testing.T) {
+	f := newFakeRAS(t, true, "2.28.9-json-healthy.txt", "")
+	c := newTestRAS(t, NCCLRASOptions{Addresses: []string{f.Addr()}}, "127.0.0.1")
+	now := time.Unix(1_800_000_000, 0)
+	c.now = func() time.Time { return now }
+	c.poll()
+	now = now.Add(7 * time.Second)
+	got, err := inspectorScrape(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := got["fabric_nccl_ras_answer_age_seconds"]
+	if !ok {
+		v, ok = got["fabric_nccl_ras_answer_age_seconds{}"]
+	}
+	if !ok || v != 7 {
+		t.Logf("%v", scrapeKeys(got, "fabric_nccl_ras_a"))
+		t.Errorf("age %v (present %v), want 7", v, ok)
+	}
 }

@@ -132,7 +132,7 @@ func get(t *testing.T, url string) string {
 }
 
 // volatile matches series whose values change between runs.
-var volatile = regexp.MustCompile(`^(# (HELP|TYPE) )?(go_|process_|promhttp_|fabric_exporter_build_info|fabric_scrape_collector_duration_seconds|fabric_transceiver_read_timestamp_seconds)`)
+var volatile = regexp.MustCompile(`^(# (HELP|TYPE) )?(go_|process_|promhttp_|fabric_exporter_build_info|fabric_scrape_collector_duration_seconds|fabric_transceiver_read_timestamp_seconds|fabric_nccl_ras_answer_age_seconds)`)
 
 func stable(metrics string) string {
 	var b strings.Builder
