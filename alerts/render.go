@@ -117,6 +117,9 @@ type Config struct {
 	CauseLatchWindow string `yaml:"causeLatchWindow"`
 	// Hang: the signatures of a hung serving group (alerts/rules/25-nccl-hang.yml.tmpl).
 	Hang HangConfig `yaml:"hang"`
+	// RailsInUseWindow: how far back NCCLRankLostRail looks for the rails a
+	// rank used (alerts/rules/15-rails-in-use.yml.tmpl).
+	RailsInUseWindow string `yaml:"railsInUseWindow"`
 	// XidFatal: the NVIDIA Xid codes GPUXidFatal pages on.
 	XidFatal []int `yaml:"xidFatal"`
 	For      struct {
@@ -206,6 +209,9 @@ func ParseConfig(b []byte) (Config, error) {
 	if !(h.IdleMax >= 0 && h.IdleMax < h.BusyMin && h.BusyMin <= 1 && h.TensorMax >= 0 && h.DRAMMax >= 0) {
 		return c, fmt.Errorf("alerts config: hang: want 0 <= idleMax < busyMin <= 1 and tensorMax, dramMax >= 0")
 	}
+	if d, err := model.ParseDuration(c.RailsInUseWindow); err != nil || d <= 0 {
+		return c, fmt.Errorf("alerts config: railsInUseWindow %q: must be a duration above 0", c.RailsInUseWindow)
+	}
 	if len(c.XidFatal) == 0 {
 		return c, fmt.Errorf("alerts config: xidFatal: at least one Xid code (GPUXidFatal would match every Xid or none)")
 	}
@@ -280,6 +286,7 @@ func Render(c Config) ([]byte, error) {
 		xids = append(xids, strconv.Itoa(x))
 	}
 	data["XidFatal"] = strings.Join(xids, "|")
+	data["RailsInUseWindow"] = c.RailsInUseWindow
 	data["Hang"] = map[string]string{"Interval": c.Hang.Interval, "BusyMin": num(c.Hang.BusyMin), "IdleMax": num(c.Hang.IdleMax),
 		"TensorMax": num(c.Hang.TensorMax), "DRAMMax": num(c.Hang.DRAMMax), "ProgressWindow": c.Hang.ProgressWindow, "For": c.Hang.For, "UnresponsiveFor": c.Hang.UnresponsiveFor}
 	// Each file is a template of its own (an error names the file and its
