@@ -137,16 +137,32 @@ func TestSFF8636PartialMonitors(t *testing.T) {
 }
 
 // Without upper page 00h the SFF-8636 device technology (copper or not,
-// byte 147) and byte 220 are unknown: no monitors.
+// byte 147) and byte 220 are unknown. A paged module is no passive copper
+// cable without diagnostics: its lower page's temperature, voltage, RX
+// power and bias are reported, with page 03h's thresholds; TX power (byte
+// 220 bit 2) is not. A flat one may be such a cable: no monitors.
 // A flat SFF-8636 module has no page 03h: monitors, no thresholds.
 func TestSFF8636AdvertisementUnknownAndFlat(t *testing.T) {
 	mem := buildSFF8636(sffSpec{})
 	delete(mem.Upper, PageKey{0, 0})
 	m, _ := Decode(mem)
-	noMonitors(t, "no upper page 00h", m)
+	if !m.Temperature.OK || !m.Voltage.OK || len(m.Lanes) != 4 || m.TemperatureThresholds == nil || m.RxPowerThresholds == nil || m.TxPowerThresholds != nil {
+		t.Errorf("paged, no upper page 00h: %+v %+v lanes %v thresholds %v %v %v", m.Temperature, m.Voltage, m.Lanes, m.TemperatureThresholds, m.RxPowerThresholds, m.TxPowerThresholds)
+	}
+	for i, l := range m.Lanes {
+		if !l.RxPower.OK || !l.Bias.OK || l.TxPower.OK {
+			t.Errorf("lane %d: %+v", i, l)
+		}
+	}
 	if strings.Join(m.Missing, ",") != "upper page 00h" {
 		t.Errorf("missing %v", m.Missing)
 	}
+	fm := buildSFF8636(sffSpec{})
+	fm.Lower[2] |= 0x04
+	delete(fm.Upper, PageKey{0, 0})
+	delete(fm.Upper, PageKey{3, 0})
+	m, _ = Decode(fm)
+	noMonitors(t, "flat, no upper page 00h", m)
 	flat := buildSFF8636(sffSpec{})
 	flat.Lower[2] |= 0x04
 	delete(flat.Upper, PageKey{3, 0})

@@ -318,8 +318,11 @@ func TestSFF8636Synthetic(t *testing.T) {
 }
 
 // The real dump: a Finisar QSFP28's lower page (sonic-utilities#2379).
-// Without the upper page, byte 147 (copper or not) is unknown: every
-// monitor is absent. With an upper page 00h added here (synthetic: the
+// Without the upper page, byte 147 (copper or not) is unknown, but the
+// module is paged (byte 2 bit 2 clear), so no passive copper cable without
+// diagnostics: its temperature, voltage and lanes' RX power and bias are
+// read from the lower page; TX power (byte 220 bit 2) is unknown. With an
+// upper page 00h added here (synthetic: the
 // stored copy of the PR cuts the real one off after byte 175; its byte 147
 // reads 00h, 850 nm VCSEL) the real lower page decodes; lane 1's laser is
 // off (bias 0). Byte 220 = 3Ch here; the real modules of
@@ -329,8 +332,16 @@ func TestSFF8636RealLowerPage(t *testing.T) {
 	if m.Type != "QSFP28" || m.SpecRevision != "8" || strings.Join(m.Missing, ",") != "upper page 00h,page 03h" {
 		t.Errorf("%+v", m)
 	}
-	if m.Temperature.OK || m.Voltage.OK || m.Lanes != nil {
-		t.Errorf("monitors without their advertisement: %+v %+v %v", m.Temperature, m.Voltage, m.Lanes)
+	if !m.Temperature.OK || !near(m.Temperature.V, 0x1385/256.0) || !m.Voltage.OK || !near(m.Voltage.V, 0x80d3*1e-4) || len(m.Lanes) != 4 {
+		t.Fatalf("the lower page's monitors: %+v %+v %v", m.Temperature, m.Voltage, m.Lanes)
+	}
+	for i, l := range m.Lanes {
+		if !l.RxPower.OK || !l.Bias.OK || l.TxPower.OK {
+			t.Errorf("lane %d without the upper page: %+v (TX power depends on byte 220: unknown)", i, l)
+		}
+	}
+	if !near(m.Lanes[0].RxPower.V, 0x32c9*1e-7) || m.Lanes[0].Bias.V != 0 || !near(m.Lanes[1].Bias.V, 0x0f9f*2e-6) {
+		t.Errorf("lanes %+v", m.Lanes)
 	}
 	f, err := os.Open(filepath.Join("testdata", "sonic-utilities-2379-qsfp28-finisar-lower-page.txt"))
 	if err != nil {

@@ -49,12 +49,17 @@ func decodeSFF8636(m *Memory, mod *Module) {
 	p3 := m.page(3, 0)
 	p := m.page(0, 0)
 	if p == nil {
-		// Byte 147 (copper or not) is unknown, so whether the monitor
-		// bytes mean anything is too: no monitor is reported.
 		mod.Missing = append(mod.Missing, "upper page 00h")
 		if !flat && p3 == nil {
 			mod.Missing = append(mod.Missing, "page 03h")
 		}
+		if flat {
+			// Byte 147 (copper or not) is unknown, and a flat-memory
+			// module may be a passive copper cable whose monitor bytes
+			// mean nothing: no monitor is reported.
+			return
+		}
+		decodeSFF8636LowerOnly(lo, p3, mod)
 		return
 	}
 	identity(mod, p, 148, 165, 168, 184, 196, 212, 16)
@@ -125,4 +130,51 @@ func decodeSFF8636(m *Memory, mod *Module) {
 func reported(b []byte, off int) bool {
 	w := binary.BigEndian.Uint16(b[off:])
 	return w != 0 && w != 0xffff
+}
+
+// decodeSFF8636LowerOnly decodes a paged module read without its upper
+// page 00h (ethtool or a cage that returned the lower 128 bytes only). A
+// paged module is no passive copper cable without diagnostics (those have
+// flat memory), so its lower page's monitors mean what they say:
+// temperature and supply voltage where their words hold a reading, RX
+// power and TX bias per lane where the temperature does and the lanes'
+// words are not all empty (a paged copper cable has no lasers: its lane
+// words read 0). What byte 220 decides is unknown and left out: TX power
+// (bit 2) and whether RX power is OMA or average (bit 3).
+func decodeSFF8636LowerOnly(lo, p3 []byte, mod *Module) {
+	temp, vcc := reported(lo, 22), reported(lo, 26)
+	lanes := false
+	if temp {
+		for off := 34; off < 50; off += 2 {
+			if reported(lo, off) {
+				lanes = true
+			}
+		}
+	}
+	if temp {
+		mod.Temperature = Value{s16(lo, 22) / 256, true}
+	}
+	if vcc {
+		mod.Voltage = Value{u16(lo, 26) * voltageUnit, true}
+	}
+	if lanes {
+		mod.Lanes = make([]Lane, 4)
+		for i := range mod.Lanes {
+			mod.Lanes[i].RxPower = Value{u16(lo, 34+2*i) * powerUnit, true}
+			mod.Lanes[i].Bias = Value{u16(lo, 42+2*i) * biasUnit, true}
+		}
+	}
+	if p3 == nil {
+		return
+	}
+	if temp {
+		mod.TemperatureThresholds = thresholds(p3, 128, 1.0/256, true)
+	}
+	if vcc {
+		mod.VoltageThresholds = thresholds(p3, 144, voltageUnit, false)
+	}
+	if lanes {
+		mod.RxPowerThresholds = thresholds(p3, 176, powerUnit, false)
+		mod.BiasThresholds = thresholds(p3, 184, biasUnit, false)
+	}
 }
