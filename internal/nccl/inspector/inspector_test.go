@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -108,16 +109,27 @@ func refParseInspectorJSON(line []byte) (Op, bool) {
 		Name: opName(name), Bytes: *size, Seconds: *us / 1e6, BusBytesPerSecond: *bw * 1e9}, true
 }
 
-// plainJSON: printable ASCII without escapes or null, where encoding/json
-// and the scanner must agree exactly.
+// plainJSON: printable ASCII without escapes or null, and no key with an
+// upper-case letter, where encoding/json and the scanner must agree
+// exactly. (encoding/json matches keys to fields case-insensitively:
+// "Comm_nAme" sets comm_name there. The scanner takes NCCL's keys as NCCL
+// writes them, lower case, and ignores others: found by FuzzInspectorJSON,
+// testdata/fuzz/FuzzInspectorJSON/a9a198d4383f99f1.)
 func plainJSON(b []byte) bool {
 	for _, c := range b {
 		if c < 0x20 || c > 0x7e || c == '\\' {
 			return false
 		}
 	}
+	for _, m := range jsonKey.FindAllSubmatch(b, -1) {
+		if strings.ToLower(string(m[1])) != string(m[1]) {
+			return false
+		}
+	}
 	return !strings.Contains(string(b), "null")
 }
+
+var jsonKey = regexp.MustCompile(`"([^"]*)"\s*:`)
 
 func FuzzInspectorJSON(f *testing.F) {
 	inspectorSeeds(f)
