@@ -34,9 +34,10 @@ const rulesHeader = `# Rendered from alerts/rules/*.yml.tmpl with alerts/config.
 # to the exporter), so they work under any scrape job name; only
 # FabricExporterDown needs the job (exporterSelector in alerts/config.yml).
 # One template per concern (alerts/rules/README.md), in the order of their
-# names. The pages and what they read run at Prometheus's evaluation
-# interval (the groups without interval:); every other group runs every
-# warningInterval (alerts/config.yml): at fleet scale the cost of the rules
+# names. The NCCL pages (alerts, nccl_ras, nccl_hang) run every
+# pagerInterval, the other pages and what they read at Prometheus's
+# evaluation interval (the groups without interval:); every other group
+# runs every warningInterval (alerts/config.yml): at fleet scale the cost of the rules
 # is the series they read per round (docs/alerts.md, "Groups";
 # docs/benchmarks.md, "Fleet scale").
 groups:
@@ -89,6 +90,9 @@ type Config struct {
 	RailHistoryInterval        string  `yaml:"railHistoryInterval"`
 	ErrorCounterInterval       string  `yaml:"errorCounterInterval"`
 	WarningInterval            string  `yaml:"warningInterval"`
+	// PagerInterval: the evaluation interval of the groups whose pages
+	// must come fast (alerts, nccl_ras, nccl_hang).
+	PagerInterval string `yaml:"pagerInterval"`
 	RailTCPFallbackMinBits     float64 `yaml:"railTCPFallbackMinBits"`
 	RailTCPFallbackMaxRDMABits float64 `yaml:"railTCPFallbackMaxRDMABits"`
 	NonRailNICMaxBits          float64 `yaml:"nonRailNICMaxBits"`
@@ -136,7 +140,6 @@ type Config struct {
 // NCCLRankUnresponsive (config.yml documents each, with the measured
 // values they separate).
 type HangConfig struct {
-	Interval        string  `yaml:"interval"`
 	BusyMin         float64 `yaml:"busyMin"`
 	IdleMax         float64 `yaml:"idleMax"`
 	TensorMax       float64 `yaml:"tensorMax"`
@@ -201,7 +204,10 @@ func ParseConfig(b []byte) (Config, error) {
 		return c, fmt.Errorf("alerts config: causeLatchWindow %q: must be a duration above for.keepFiring (%s)", c.CauseLatchWindow, c.For.KeepFiring)
 	}
 	h := c.Hang
-	for name, v := range map[string]string{"hang.interval": h.Interval, "hang.progressWindow": h.ProgressWindow, "hang.for": h.For, "hang.unresponsiveFor": h.UnresponsiveFor} {
+	if d, err := model.ParseDuration(c.PagerInterval); err != nil || time.Duration(d) <= 0 || time.Duration(d) > time.Minute {
+		return c, fmt.Errorf("alerts config: pagerInterval %q: must be a duration above 0 and at most 1m", c.PagerInterval)
+	}
+	for name, v := range map[string]string{"hang.progressWindow": h.ProgressWindow, "hang.for": h.For, "hang.unresponsiveFor": h.UnresponsiveFor} {
 		if d, err := model.ParseDuration(v); err != nil || (d <= 0 && name != "hang.for" && name != "hang.unresponsiveFor") {
 			return c, fmt.Errorf("alerts config: %s %q: must be a duration above 0", name, v)
 		}
@@ -287,7 +293,8 @@ func Render(c Config) ([]byte, error) {
 	}
 	data["XidFatal"] = strings.Join(xids, "|")
 	data["RailsInUseWindow"] = c.RailsInUseWindow
-	data["Hang"] = map[string]string{"Interval": c.Hang.Interval, "BusyMin": num(c.Hang.BusyMin), "IdleMax": num(c.Hang.IdleMax),
+	data["PagerInterval"] = c.PagerInterval
+	data["Hang"] = map[string]string{"BusyMin": num(c.Hang.BusyMin), "IdleMax": num(c.Hang.IdleMax),
 		"TensorMax": num(c.Hang.TensorMax), "DRAMMax": num(c.Hang.DRAMMax), "ProgressWindow": c.Hang.ProgressWindow, "For": c.Hang.For, "UnresponsiveFor": c.Hang.UnresponsiveFor}
 	// Each file is a template of its own (an error names the file and its
 	// line; no action spans two files), rendered in order.
