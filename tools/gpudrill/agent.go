@@ -26,7 +26,7 @@ import (
 const ctlFD = 4
 
 type agentReq struct {
-	Op   string    `json:"op"`             // start, status, kill, procs, stop
+	Op   string    `json:"op"`             // start, status, kill, sigstop, sigcont, procs, stop
 	Rank *rankSpec `json:"rank,omitempty"` // start
 }
 
@@ -142,6 +142,16 @@ func (a *agent) handle(req agentReq) agentResp {
 		at := time.Now()
 		if err := syscall.Kill(a.rank.info.Host, syscall.SIGKILL); err != nil {
 			return agentResp{Err: fmt.Sprintf("kill: pid %d: %v", a.rank.info.Host, err)}
+		}
+		return agentResp{At: at}
+	case "sigstop", "sigcont":
+		if a.rank == nil {
+			return agentResp{Err: req.Op + ": no rank started"}
+		}
+		at := time.Now()
+		sig := map[string]syscall.Signal{"sigstop": syscall.SIGSTOP, "sigcont": syscall.SIGCONT}[req.Op]
+		if err := syscall.Kill(a.rank.info.Host, sig); err != nil {
+			return agentResp{Err: fmt.Sprintf("%s: pid %d: %v", req.Op, a.rank.info.Host, err)}
 		}
 		return agentResp{At: at}
 	case "procs":

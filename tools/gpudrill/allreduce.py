@@ -51,6 +51,7 @@ ap.add_argument("--sync-every", type=int, default=20)
 ap.add_argument("--hang-file", default="")
 ap.add_argument("--idle-file", default="")
 ap.add_argument("--second-group", action="store_true")
+ap.add_argument("--pg-timeout", type=float, default=60, help="PyTorch's collective timeout, seconds (a hang trial outlasts 60 s)")
 args = ap.parse_args()
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -61,7 +62,7 @@ try:
     # device_id makes the NCCL communicator at init (not at the first
     # collective), so a failed NCCL init fails here.
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev,
-                            timeout=datetime.timedelta(seconds=60))
+                            timeout=datetime.timedelta(seconds=args.pg_timeout))
     x = torch.ones(args.mib << 18, device=dev, dtype=torch.float32)
     flag = torch.zeros(1, device=dev, dtype=torch.float32)
     size = x.numel() * 4

@@ -64,6 +64,10 @@ type Config struct {
 	// (rastrials.go). SelftestShape: the nodes and containers with sleep
 	// for ranks, no GPU or Python (selftest.go).
 	DestroyTrial, NonblockingTrial, SelftestShape bool
+	// HangTrials: trials of each hung-group kind (hangtrials.go), one
+	// after another; QuietFor: the quiet trials' length (0: none).
+	HangTrials int
+	QuietFor   time.Duration
 	// RankCmdline is the exporters' --collector.process.cmdline ("":
 	// allreduce\.py).
 	RankCmdline string
@@ -88,8 +92,11 @@ type Result struct {
 	// (kernel evidence) for rank 0; Rows: the two-node trials' summary.
 	KillToPage   []time.Duration
 	FallbackPage []time.Duration
-	Rows         []trialRow
-	Lines        []string // the report
+	// HangToPage: per hung-group kind, the fault → the first
+	// NCCLCommunicatorHung or NCCLRankUnresponsive notification.
+	HangToPage map[string][]time.Duration
+	Rows       []trialRow
+	Lines      []string // the report
 }
 
 // Failed reports whether any check failed.

@@ -88,6 +88,7 @@ func runNodeTrial(t nodeTrial, agent *agentClient, res *Result, row *trialRow) (
 		poll = startFastPoll(n.ras, n.dir, 50*time.Millisecond)
 		defer poll.stop()
 	}
+	time.Sleep(t.StartDelay)
 	n.start = time.Now()
 	n.job, err = startNodeJob(t, n.dir, agent, argv, env)
 	defer n.job.stop()
@@ -113,6 +114,10 @@ func runNodeTrial(t nodeTrial, agent *agentClient, res *Result, row *trialRow) (
 		n.destroy()
 	case "nonblocking":
 		n.nonblocking(poll)
+	case "hang-eager", "hang-graph", "hang-sigstop":
+		n.hang()
+	case "quiet-graph", "quiet-idle":
+		n.quiet()
 	default:
 		return n.job.pidNS(), fmt.Errorf("unknown two-node trial %q", t.Kind)
 	}
@@ -135,10 +140,14 @@ func (n *nodeRun) rankCommands() (argv, env func(r int) []string, err error) {
 	// not depend on the size.
 	args := []string{n.cfg.Python, script, "--stop-file", filepath.Join(n.dir, "stop"),
 		"--seconds", strconv.Itoa(int((n.t.Healthy + 10*time.Minute).Seconds())), "--mib", "16"}
-	switch n.t.Kind {
-	case "nonblocking":
+	switch {
+	case isHang(n.t.Kind):
+		// The decode step, no pause (one job on the GPU at a time, two
+		// in the quiet trials).
+		args = append(args, n.hangArgs()...)
+	case n.t.Kind == "nonblocking":
 		// No pause: as many operations in flight as the job makes.
-	case "destroy":
+	case n.t.Kind == "destroy":
 		args = append(args, "--pause", "0.1", "--destroy-file", filepath.Join(n.dir, "destroy"))
 	default:
 		args = append(args, "--pause", "0.1")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -216,13 +217,17 @@ func TestNodeSummary(t *testing.T) {
 			{Name: "kill1", Kind: "kill", Shape: shapeContainer, Ranks: [2]rankInfo{{Host: 7, Own: 1}, {Host: 3, Own: 1}}, FallbackPage: 27300 * time.Millisecond, KillPage: 41 * time.Second, Pass: 9},
 			{Name: "destroy", Kind: "destroy", Shape: shapeContainer, Pass: 6, Fail: 1},
 		}}
-	got := strings.Join(nodeSummary(Config{RASTrials: 3, NoDebug: true}, res), "\n")
+	res.HangToPage = map[string][]time.Duration{"hang-eager": {29 * time.Second, 41 * time.Second}, "hang-sigstop": {70 * time.Second}}
+	got := strings.Join(nodeSummary(Config{RASTrials: 3, NoDebug: true, HangTrials: 2}, res), "\n")
 	want := `summary of the two-node trials:
-  kill → page (median of 3): 41.0 s  [41.0 s, 33.5 s, 50.0 s]
-  socket fallback without NCCL logs, RAS → NCCLSocketFallback (kernel) for rank 0's host pid (median of 4 of 2 trials): 32.0 s, within the 45 s target  [27.3 s, 31.0 s, 50.0 s, 33.0 s]
-  trial                shape     rank 0 host/own    rank 1 host/own    RAS→fallback   kill→page  checks
-  kill1                container 7/1                3/1                27.3 s         41.0 s     9/9 PASS
-  destroy              container -                  -                  -              -          6/7 FAIL`
+  kill → page: p50 41.0 s, p95 50.0 s over 3  [41.0 s, 33.5 s, 50.0 s], OVER the 30 s p95 target
+  hang-eager: fault → hung-group page naming rank 1: p50 35.0 s, p95 41.0 s over 2  [29.0 s, 41.0 s], within the 60 s p95 target
+  hang-graph: fault → hung-group page: no page in 2 trials
+  hang-sigstop: fault → hung-group page naming rank 1: p50 70.0 s, p95 70.0 s over 1  [70.0 s], OVER the 60 s p95 target
+  socket fallback without NCCL logs, RAS → NCCLSocketFallback (kernel) for rank 0's host pid (4 of 2 trials paged): p50 32.0 s, p95 50.0 s over 4  [27.3 s, 31.0 s, 50.0 s, 33.0 s], OVER the 30 s p95 target
+  trial                shape     rank 0 host/own    rank 1 host/own    RAS→fallback   kill→page  fault→page checks
+  kill1                container 7/1                3/1                27.3 s         41.0 s     -          9/9 PASS
+  destroy              container -                  -                  -              -          -          6/7 FAIL`
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
@@ -345,5 +350,24 @@ func TestRawRAS(t *testing.T) {
 	}
 	if _, err := rawRAS(l.Addr().String(), []string{"HANGUP"}, 5*time.Second); err == nil {
 		t.Error("no error from a server that hung up")
+	}
+}
+
+// The hung-group trials run one after another, interleaved by kind, with
+// their faults spread over the scrape interval; the quiet trials
+// together, after them; the kill trials start and kill at staggered
+// phases.
+func TestNodeTrialListBatches(t *testing.T) {
+	ts := nodeTrialList(Config{RASTrials: 2, RASStagger: 2500 * time.Millisecond, RASParallel: true, HangTrials: 2, QuietFor: 5 * time.Minute, ScrapeInterval: "15s", Shape: shapeContainer})
+	var got []string
+	for _, x := range ts {
+		got = append(got, fmt.Sprintf("%s:b%d:p%v:d%s:s%s", x.Name, x.Batch, x.Parallel, x.Delay, x.StartDelay))
+	}
+	want := []string{"kill1:b0:ptrue:d0s:s0s", "kill2:b0:ptrue:d2.5s:s2.5s",
+		"hang-eager1:b1:pfalse:d5s:s0s", "hang-graph1:b2:pfalse:d5s:s0s", "hang-sigstop1:b3:pfalse:d5s:s0s",
+		"hang-eager2:b4:pfalse:d10s:s0s", "hang-graph2:b5:pfalse:d10s:s0s", "hang-sigstop2:b6:pfalse:d10s:s0s",
+		"quiet-graph:b7:ptrue:d0s:s0s", "quiet-idle:b7:ptrue:d0s:s0s"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("got  %v\nwant %v", got, want)
 	}
 }

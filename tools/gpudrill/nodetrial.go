@@ -45,9 +45,17 @@ type nodeTrial struct {
 	Name    string
 	Kind    string        // kill, nodebug, destroy, nonblocking, selftest
 	Shape   string        // the ranks' shape
-	Healthy time.Duration // kill: how long the job runs healthy after RAS reported it
-	Delay   time.Duration // kill: more wait before the kill (--ras-stagger)
-	Cfg     Config
+	Healthy time.Duration // kill: how long the job runs healthy after RAS reported it; quiet-*: how long it stays quiet
+	Delay   time.Duration // kill: more wait before the kill (--ras-stagger); hang-*: before the fault
+	// StartDelay: the wait before the ranks start (kill trial i:
+	// (i-1)×--ras-stagger, so that RAS reports the parallel trials' jobs,
+	// and the socket fallback pages, at different phases of the cycles).
+	StartDelay time.Duration
+	// Batch: trials of one batch run at once (the kill trials with
+	// --ras-parallel, the quiet trials), batches one after another.
+	Batch    int
+	Parallel bool
+	Cfg      Config
 }
 
 // nodeCheck and nodeResult carry node 0's result back (JSON).
@@ -70,6 +78,7 @@ type trialRow struct {
 	Ranks             [2]rankInfo
 	FallbackPage      time.Duration // RAS → NCCLSocketFallback (kernel) for rank 0; 0: none
 	KillPage          time.Duration // kill → first rank-loss page; 0: none
+	HangPage          time.Duration // hang-*: fault → first hung-group page; 0: none
 	Pass, Fail        int
 }
 
@@ -80,7 +89,8 @@ func nodeTrialList(cfg Config) []nodeTrial {
 	}
 	var out []nodeTrial
 	for i := 1; i <= cfg.RASTrials; i++ {
-		t := nodeTrial{Name: fmt.Sprintf("kill%d", i), Kind: "kill", Delay: time.Duration(i-1) * cfg.RASStagger}
+		t := nodeTrial{Name: fmt.Sprintf("kill%d", i), Kind: "kill", Delay: time.Duration(i-1) * cfg.RASStagger,
+			StartDelay: time.Duration(i-1) * cfg.RASStagger, Parallel: cfg.RASParallel}
 		if i == 1 {
 			t.Healthy = cfg.RASHealthy
 		}
@@ -91,7 +101,26 @@ func nodeTrialList(cfg Config) []nodeTrial {
 		kind string
 	}{{cfg.NoDebug, "nodebug"}, {cfg.DestroyTrial, "destroy"}, {cfg.NonblockingTrial, "nonblocking"}} {
 		if k.on {
-			out = append(out, nodeTrial{Name: k.kind, Kind: k.kind})
+			out = append(out, nodeTrial{Name: k.kind, Kind: k.kind, Parallel: cfg.RASParallel})
+		}
+	}
+	// Hung-group trials one after another, interleaved by kind, each
+	// fault i×(scrape interval)/(trials+1) after the job served.
+	scrape := parseDur(cfg.ScrapeInterval)
+	if scrape <= 0 {
+		scrape = 15 * time.Second
+	}
+	batch := 1
+	for i := 1; i <= cfg.HangTrials; i++ {
+		for _, k := range hangKinds {
+			out = append(out, nodeTrial{Name: fmt.Sprintf("%s%d", k, i), Kind: k, Batch: batch,
+				Delay: time.Duration(i) * scrape / time.Duration(cfg.HangTrials+1)})
+			batch++
+		}
+	}
+	if cfg.QuietFor > 0 {
+		for _, k := range []string{"quiet-graph", "quiet-idle"} {
+			out = append(out, nodeTrial{Name: k, Kind: k, Healthy: cfg.QuietFor, Batch: batch, Parallel: true})
 		}
 	}
 	for i := range out {
@@ -112,19 +141,26 @@ func runNodeTrials(cfg Config, res *Result) error {
 	trials := nodeTrialList(cfg)
 	out := make([]*nodeResult, len(trials))
 	errs := make([]error, len(trials))
-	var wg sync.WaitGroup
-	for i := range trials {
-		t := trials[i]
-		t.Cfg = cfg
-		run := func() { out[i], errs[i] = runNodesOf(t) }
-		if cfg.RASParallel {
-			wg.Add(1)
-			go func() { defer wg.Done(); run() }()
-		} else {
-			run()
+	// Batch by batch (they are in batch order); within one, the parallel
+	// trials at once.
+	for b := 0; b < len(trials); {
+		var wg sync.WaitGroup
+		e := b
+		for ; e < len(trials) && trials[e].Batch == trials[b].Batch; e++ {
+			t := trials[e]
+			t.Cfg = cfg
+			i := e
+			run := func() { out[i], errs[i] = runNodesOf(t) }
+			if t.Parallel {
+				wg.Add(1)
+				go func() { defer wg.Done(); run() }()
+			} else {
+				run()
+			}
 		}
+		wg.Wait()
+		b = e
 	}
-	wg.Wait()
 	for i, r := range out {
 		if errs[i] != nil {
 			res.check(trials[i].Name+": two-node trial ran", false, "%v", errs[i])
@@ -140,6 +176,12 @@ func runNodeTrials(cfg Config, res *Result) error {
 		}
 		if r.Row.FallbackPage > 0 {
 			res.FallbackPage = append(res.FallbackPage, r.Row.FallbackPage)
+		}
+		if r.Row.HangPage > 0 {
+			if res.HangToPage == nil {
+				res.HangToPage = map[string][]time.Duration{}
+			}
+			res.HangToPage[r.Row.Kind] = append(res.HangToPage[r.Row.Kind], r.Row.HangPage)
 		}
 		res.Rows = append(res.Rows, r.Row)
 	}
@@ -303,9 +345,18 @@ func nodeSummary(cfg Config, res *Result) []string {
 		}
 		return v
 	}
+	// within says whether p95 of ds meets target (issue 39: kill and
+	// fallback 30 s over at least 6 phase-spread trials, a hung group
+	// 60 s over 3).
+	within := func(ds []time.Duration, target float64) string {
+		if percentile(secs(ds), 95) <= target {
+			return fmt.Sprintf("within the %.0f s p95 target", target)
+		}
+		return fmt.Sprintf("OVER the %.0f s p95 target", target)
+	}
 	if cfg.RASTrials > 0 {
-		if v := secs(res.KillToPage); len(v) > 0 {
-			out = append(out, fmt.Sprintf("  kill → page (median of %d): %.1f s  [%s]", len(v), median(v), joinFloats(v, " s, ")+" s"))
+		if ds := res.KillToPage; len(ds) > 0 {
+			out = append(out, fmt.Sprintf("  kill → page: %s, %s", spread(ds), within(ds, 30)))
 		} else {
 			out = append(out, fmt.Sprintf("  kill → page: no page in %d trials", cfg.RASTrials))
 		}
@@ -315,26 +366,31 @@ func nodeSummary(cfg Config, res *Result) []string {
 		for _, r := range res.Rows {
 			n += btoi(r.Kind != "selftest")
 		}
-		if v := secs(res.FallbackPage); len(v) > 0 {
-			m := median(v)
-			verdict := "within"
-			if m > 45 {
-				verdict = "OVER"
+		for _, k := range hangKinds {
+			if cfg.HangTrials == 0 {
+				break
 			}
-			out = append(out, fmt.Sprintf("  socket fallback without NCCL logs, RAS → NCCLSocketFallback (kernel) for rank 0's host pid (median of %d of %d trials): %.1f s, %s the 45 s target  [%s]",
-				len(v), n, m, verdict, joinFloats(v, " s, ")+" s"))
+			if ds := res.HangToPage[k]; len(ds) > 0 {
+				out = append(out, fmt.Sprintf("  %s: fault → hung-group page naming rank 1: %s, %s", k, spread(ds), within(ds, 60)))
+			} else {
+				out = append(out, fmt.Sprintf("  %s: fault → hung-group page: no page in %d trials", k, cfg.HangTrials))
+			}
+		}
+		if ds := res.FallbackPage; len(ds) > 0 {
+			out = append(out, fmt.Sprintf("  socket fallback without NCCL logs, RAS → NCCLSocketFallback (kernel) for rank 0's host pid (%d of %d trials paged): %s, %s",
+				len(ds), n, spread(ds), within(ds, 30)))
 		} else {
 			out = append(out, fmt.Sprintf("  socket fallback without NCCL logs: not paged in %d trials", n))
 		}
 	}
-	out = append(out, fmt.Sprintf("  %-20s %-9s %-18s %-18s %-14s %-10s %s", "trial", "shape", "rank 0 host/own", "rank 1 host/own", "RAS→fallback", "kill→page", "checks"))
+	out = append(out, fmt.Sprintf("  %-20s %-9s %-18s %-18s %-14s %-10s %-10s %s", "trial", "shape", "rank 0 host/own", "rank 1 host/own", "RAS→fallback", "kill→page", "fault→page", "checks"))
 	for _, r := range res.Rows {
 		st := "PASS"
 		if r.Fail > 0 {
 			st = "FAIL"
 		}
-		out = append(out, fmt.Sprintf("  %-20s %-9s %-18s %-18s %-14s %-10s %d/%d %s", r.Name, r.Shape, pidPair(r.Ranks[0]), pidPair(r.Ranks[1]),
-			orDash(r.FallbackPage), orDash(r.KillPage), r.Pass, r.Pass+r.Fail, st))
+		out = append(out, fmt.Sprintf("  %-20s %-9s %-18s %-18s %-14s %-10s %-10s %d/%d %s", r.Name, r.Shape, pidPair(r.Ranks[0]), pidPair(r.Ranks[1]),
+			orDash(r.FallbackPage), orDash(r.KillPage), orDash(r.HangPage), r.Pass, r.Pass+r.Fail, st))
 	}
 	return out
 }
