@@ -77,22 +77,22 @@ var defaultConfig []byte
 
 // Config holds the selectors and thresholds (documented in config.yml).
 type Config struct {
-	ExporterSelector           string  `yaml:"exporterSelector"`
-	SGLangSelector             string  `yaml:"sglangSelector"`
-	RateWindow                 string  `yaml:"rateWindow"`
-	ClusterLabel               string  `yaml:"clusterLabel"`
-	RunbookURL                 string  `yaml:"runbookURL"`
-	ExpectedRailSpeedBytes     float64 `yaml:"expectedRailSpeedBytes"`
-	RailLinkFlapChanges        float64 `yaml:"railLinkFlapChanges"`
-	FlapWindow                 string  `yaml:"flapWindow"`
-	PauseStormWindow           string  `yaml:"pauseStormWindow"`
-	RailHistoryWindow          string  `yaml:"railHistoryWindow"`
-	RailHistoryInterval        string  `yaml:"railHistoryInterval"`
-	ErrorCounterInterval       string  `yaml:"errorCounterInterval"`
-	WarningInterval            string  `yaml:"warningInterval"`
+	ExporterSelector       string  `yaml:"exporterSelector"`
+	SGLangSelector         string  `yaml:"sglangSelector"`
+	RateWindow             string  `yaml:"rateWindow"`
+	ClusterLabel           string  `yaml:"clusterLabel"`
+	RunbookURL             string  `yaml:"runbookURL"`
+	ExpectedRailSpeedBytes float64 `yaml:"expectedRailSpeedBytes"`
+	RailLinkFlapChanges    float64 `yaml:"railLinkFlapChanges"`
+	FlapWindow             string  `yaml:"flapWindow"`
+	PauseStormWindow       string  `yaml:"pauseStormWindow"`
+	RailHistoryWindow      string  `yaml:"railHistoryWindow"`
+	RailHistoryInterval    string  `yaml:"railHistoryInterval"`
+	ErrorCounterInterval   string  `yaml:"errorCounterInterval"`
+	WarningInterval        string  `yaml:"warningInterval"`
 	// PagerInterval: the evaluation interval of the groups whose pages
 	// must come fast (alerts, nccl_ras, nccl_hang).
-	PagerInterval string `yaml:"pagerInterval"`
+	PagerInterval              string  `yaml:"pagerInterval"`
 	RailTCPFallbackMinBits     float64 `yaml:"railTCPFallbackMinBits"`
 	RailTCPFallbackMaxRDMABits float64 `yaml:"railTCPFallbackMaxRDMABits"`
 	NonRailNICMaxBits          float64 `yaml:"nonRailNICMaxBits"`
