@@ -50,8 +50,8 @@ type KubernetesOptions struct {
 }
 
 func kubernetesFlags(app *kingpin.Application, o *Options) {
-	app.Flag("collector.kubernetes.pod-resources-socket", "The kubelet's pod-resources gRPC socket (PodResourcesLister v1); mount its directory read-only into the exporter's pod. A node without it reports no data (state no_hardware).").
-		Default(DefaultPodResourcesSocket).StringVar(&o.Kubernetes.PodResourcesSocket)
+	app.Flag("collector.kubernetes.pod-resources-socket", "The kubelet's pod-resources gRPC socket (PodResourcesLister v1); mount its directory read-only into the exporter's pod. Default: "+DefaultPodResourcesSocket+" under --path.rootfs (the host's, where the host's / is mounted). A node without it reports no data (state no_hardware).").
+		StringVar(&o.Kubernetes.PodResourcesSocket)
 }
 
 // kubeDevice is one allocated device.
@@ -96,7 +96,9 @@ type GPUDevice struct {
 func newKubernetesCollector(env Env, o *Options) (Collector, error) {
 	k := o.Kubernetes
 	if k.PodResourcesSocket == "" {
-		k.PodResourcesSocket = DefaultPodResourcesSocket
+		// The default is the host's socket: under --path.rootfs where the
+		// host's / is mounted (a DaemonSet with hostPath / at /host).
+		k.PodResourcesSocket = filepath.Join(o.RootfsPath, DefaultPodResourcesSocket)
 	}
 	if k.Refresh <= 0 {
 		k.Refresh = kubeRefresh

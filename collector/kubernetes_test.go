@@ -383,3 +383,26 @@ func TestKubernetesPermissionDenied(t *testing.T) {
 	kc.refreshNow(t)
 	waitKubeState(t, kc, StateOK)
 }
+
+// The default socket is the host's, under --path.rootfs; a socket given
+// elsewhere is taken as written.
+func TestKubernetesSocketUnderRootfs(t *testing.T) {
+	for _, c := range []struct{ rootfs, flag, want string }{
+		{"/", "", DefaultPodResourcesSocket},
+		{"/host", "", "/host" + DefaultPodResourcesSocket},
+		{"/host", DefaultPodResourcesSocket, DefaultPodResourcesSocket},
+		{"/host", "/run/kubelet.sock", "/run/kubelet.sock"},
+	} {
+		env, _ := testEnv()
+		o := &Options{RootfsPath: c.rootfs, Kubernetes: KubernetesOptions{PodResourcesSocket: c.flag, Refresh: time.Hour}}
+		col, err := newKubernetesCollector(env, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc := col.(*kubernetesCollector)
+		if kc.socket != c.want {
+			t.Errorf("rootfs %q, flag %q: socket %q, want %q", c.rootfs, c.flag, kc.socket, c.want)
+		}
+		kc.Close()
+	}
+}

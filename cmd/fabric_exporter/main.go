@@ -40,7 +40,7 @@ func run(args []string) int {
 	var (
 		sysfs         = app.Flag("path.sysfs", "sysfs mount point.").Default("/sys").String()
 		procfs        = app.Flag("path.procfs", "procfs mount point.").Default("/proc").String()
-		rootfs        = app.Flag("path.rootfs", "Root filesystem mount point.").Default("/").String()
+		rootfs        = app.Flag("path.rootfs", "The host's root filesystem as the exporter sees it (a container mounting the host's / at /host: /host); the default kubelet pod-resources socket is read under it.").Default("/").String()
 		rails         = app.Flag("rail", "A rail as NAME=DEVICE[:PORT] (repeatable), e.g. --rail=rail0=mlx5_0:1. Default: one rail per Ethernet-link-layer RDMA port, named after its device.").PlaceHolder("NAME=DEVICE[:PORT]").Strings()
 		disableDef    = app.Flag("collector.disable-defaults", "Disable every collector that is not explicitly enabled.").Default("false").Bool()
 		metricsPath   = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
@@ -131,7 +131,7 @@ func run(args []string) int {
 	level.Info(logger).Log("msg", "starting fabric_exporter", "version", version.Info(), "build_context", version.BuildContext())
 	level.Info(logger).Log("msg", "enabled collectors", "collectors", strings.Join(exp.Names(), ","))
 	if fi, err := os.Stat(*rootfs); err != nil || !fi.IsDir() {
-		level.Warn(logger).Log("msg", "--path.rootfs does not exist (no collector reads it yet)", "path", *rootfs,
+		level.Warn(logger).Log("msg", "--path.rootfs does not exist (the kubernetes collector's default pod-resources socket is read under it)", "path", *rootfs,
 			"fix", "mount the host's / there (docker run -v /:/host/root:ro --path.rootfs=/host/root) or correct --path.rootfs")
 	}
 	// One scrape now, so that every collector's state is known and logged

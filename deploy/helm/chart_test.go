@@ -470,6 +470,7 @@ prometheusRule:
 	c := pod.Containers[0]
 	wantArgs := []string{
 		"--web.listen-address=:10471",
+		"--collector.kubernetes.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock",
 		"--rail=rail0=mlx5_0:1",
 		"--rail=rail1=mlx5_3:1",
 		"--collector.nccl",
