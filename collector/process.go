@@ -153,7 +153,9 @@ func newProcessState(env Env, o *Options) (*processCollector, error) {
 		series: map[int]*procSeries{}, families: newProcessFamilies(env.Families),
 		errCount: map[string]*exposition.Counter{}, errSeries: map[string]*exposition.Series{},
 	}
-	var qps rdmanl.Source = rdmanl.NewClient()
+	// RDMA netlink off the table's refresh: a wedged HCA's firmware
+	// delays the queue pairs, not the processes (procwatch.AsyncQPs).
+	var qps rdmanl.Source = &procwatch.AsyncQPs{Src: rdmanl.NewClient(), Wait: 500 * time.Millisecond, Done: func() { c.Wake() }}
 	if p.RDMAQPFixture != "" {
 		qps = rdmanl.NewFixture(p.RDMAQPFixture)
 	}

@@ -99,6 +99,9 @@ type qps struct {
 	tgid   map[uint32]int // the owners of the last listing -> their process
 	states map[qpStateKey]int
 	owners []QPOwner // the last listing's, sorted by PID
+	// pending: the source's listing runs on (AsyncQPs); the next refresh
+	// asks again, the last listing's figures stand meanwhile.
+	pending bool
 }
 
 // procfsPIDs is implemented by a source whose PIDs are those of
@@ -119,15 +122,20 @@ func newQPs(src rdmanl.Source) qps {
 // refreshQPs lists the queue pairs if the last listing is older than every
 // or a nudge asks for one.
 func (q *qps) refreshQPs(ctx context.Context, now time.Time, every time.Duration, force bool, w *Watcher) {
-	if q.src == nil || (q.state.Tried && now.Sub(q.state.At) < every && !force) {
+	if q.src == nil || (q.state.Tried && now.Sub(q.state.At) < every && !force && !q.pending) {
 		return
 	}
+	prev := q.state
 	q.state = QPState{Tried: true, At: now}
 	if self := w.IO.Getpid(); !pidsOfProcfs(q.src) && (w.self == 0 || w.self != self) {
 		q.unavailable(w, "the exporter is not in the PID namespace of --path.procfs (its PID there is not os.Getpid()): RDMA netlink would list only its own namespace's queue pairs with PIDs of that namespace; run it in the host PID namespace (hostPID: true, docker run --pid host)", nil)
 		return
 	}
 	l, err := q.src.QueuePairs(ctx)
+	if q.pending = errors.Is(err, ErrQPPending); q.pending {
+		q.state = prev
+		return
+	}
 	switch {
 	case errors.Is(err, rdmanl.ErrNoPrivilege):
 		q.unavailable(w, "RDMA netlink refused the queue-pair listing", err)
