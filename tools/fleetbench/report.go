@@ -52,7 +52,7 @@ func printResult(w io.Writer, r result) {
 		fmt.Fprintf(w, "| %.3f | %d | %s | %s / %s%s |\n", q.Seconds, q.Series, q.Scope, q.Dashboard, q.Panel, e)
 	}
 	for _, c := range r.Costs {
-		fmt.Fprintf(w, "\nrule CPU at one instant, %s: %.3f s per round = %.3f ms per node per round (groups with a longer interval count their share)\n\n| group | every | CPU s per evaluation | CPU s per round | ms per node per round |\n|---|---|---:|---:|---:|\n", c.File, c.TotalS, c.TotalS/float64(r.Nodes)*1000)
+		fmt.Fprintf(w, "\nrule CPU at one instant, %s: %.3f s per round = %.3f ms per node per round (each group counted as often as it runs in a round: a 1m group a quarter, a 5s group three times)\n\n| group | every | CPU s per evaluation | CPU s per round | ms per node per round |\n|---|---|---:|---:|---:|\n", c.File, c.TotalS, c.TotalS/float64(r.Nodes)*1000)
 		for _, g := range c.Groups {
 			fmt.Fprintf(w, "| %s | %s | %.3f | %.3f | %.3f |\n", g.Name, g.Every, g.CPUS, g.PerRoundS, g.PerRoundS/float64(r.Nodes)*1000)
 		}
