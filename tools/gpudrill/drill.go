@@ -149,7 +149,7 @@ func pidRegexp(rs []rank) string {
 // each against a fresh exporter, Prometheus and Alertmanager.
 func Run(cfg Config) (*Result, error) {
 	res := &Result{}
-	nodes := cfg.RASTrials > 0 || cfg.NoDebug || cfg.DestroyTrial || cfg.NonblockingTrial || cfg.SelftestShape
+	nodes := cfg.RASTrials > 0 || cfg.HangTrials > 0 || cfg.QuietFor > 0 || cfg.NoDebug || cfg.DestroyTrial || cfg.NonblockingTrial || cfg.SelftestShape
 	if cfg.SelftestShape {
 		cfg.Trials = 0 // the plumbing alone
 	}
@@ -181,7 +181,7 @@ func Run(cfg Config) (*Result, error) {
 	res.printf("settings: scrape %s, evaluation %s (deploy/lab/prometheus.yml: %s/%s), NCCLSocketFallback for: %s, page route group_wait %s, nccl poll 1s",
 		cfg.ScrapeInterval, cfg.EvalInterval, sh.scrapeInterval, sh.evalInterval, sh.ncclFor, sh.pageGroupWait)
 	if nodes {
-		res.printf("two-node trials: RAS polled every 15s (--collector.nccl-ras.interval), NCCLRankMissing for: %s, NCCLAsyncError for: %s, NCCLSocketFallback for: %s",
+		res.printf("two-node trials: RAS asked at each scrape (--collector.nccl-ras.scrape-wait) and every 15s, NCCLRankMissing for: %s, NCCLAsyncError for: %s, NCCLSocketFallback for: %s",
 			sh.forOf("NCCLRankMissing"), sh.forOf("NCCLAsyncError"), sh.ncclFor)
 	}
 	for i := 1; i <= cfg.Trials; i++ {

@@ -3,7 +3,7 @@
 # machine and carried xz-compressed in .dev/ (fabric_exporter, gpudrill,
 # prometheus, alertmanager: `make build`, `go build ./tools/gpudrill`,
 # Prometheus 3 by `go install …/cmd/prometheus@v0.316.0`, Alertmanager
-# 0.25; the working tree's 64 MiB limit is why they travel compressed).
+# 0.25 with its default.tmpl; the working tree's 64 MiB limit is why they travel compressed).
 # Usage, from the repository root, as root:
 #   tools/gpudrill/lent-run.sh NAME [gpudrill flags...]
 # The report goes to stdout and $OUT/NAME-report.txt, the work directory
@@ -12,6 +12,8 @@ set -u
 name=${1:?NAME}; shift
 bin=/tmp/drillbin; mkdir -p "$bin"
 for f in .dev/*.xz; do b=$bin/$(basename "$f" .xz); [ -x "$b" ] || { xz -dc "$f" >"$b" && chmod +x "$b"; }; done
+# Debian's Alertmanager reads its notification templates from here.
+[ -f .dev/default.tmpl ] && { mkdir -p /usr/share/prometheus/alertmanager; cp .dev/default.tmpl /usr/share/prometheus/alertmanager/; }
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 work=/tmp/drill-$name; rm -rf "$work"
 export PYTHONUNBUFFERED=1
