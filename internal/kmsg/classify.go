@@ -2,6 +2,7 @@ package kmsg
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 )
 
@@ -66,7 +67,9 @@ func ClassifyMessage(msg, dictPCI []byte) (Event, bool) {
 	if !ok {
 		return Event{}, false
 	}
-	e.PCI = string(p.bdf)
+	if e.PCI == "" {
+		e.PCI = string(p.bdf)
+	}
 	if len(p.netdev) > 0 && e.Netdev == "" {
 		e.Netdev = string(p.netdev)
 	}
@@ -141,7 +144,7 @@ func classifyDevice(p prefix) (Event, bool) {
 		// that logged the error, whatever its driver.
 		for _, s := range aerSeverity {
 			if bytes.HasPrefix(sev, []byte(s.text)) {
-				return Event{Class: ClassPCIe, Kind: s.kind}, true
+				return Event{Class: ClassPCIe, Kind: s.kind, PCI: aerSourceID(p.bdf, sev)}, true
 			}
 		}
 		return Event{}, false
@@ -153,7 +156,8 @@ func classifyDevice(p prefix) (Event, bool) {
 		// pciehp_ctrl.c: "Slot(%s): Link Down", "Slot(%s): Card not present".
 		_, what, ok := bytes.Cut(slot, []byte("): "))
 		switch {
-		case ok && string(what) == "Link Down":
+		case ok && (string(what) == "Link Down" || string(what) == "Link Down event"):
+			// "Link Down event": pciehp before Linux 4.19.
 			return Event{Class: ClassPCIe, Kind: "link_down"}, true
 		case ok && string(what) == "Card not present":
 			return Event{Class: ClassPCIe, Kind: "card_not_present"}, true
@@ -379,4 +383,21 @@ func IssuerPID(msg []byte) (int, bool) {
 		n = n*10 + int(ch-'0')
 	}
 	return 0, false
+}
+
+// aerSourceID is the function an AER detail line of Linux before 4.17
+// names by its requester ID ("severity=Corrected, type=Physical Layer,
+// id=0018(Receiver ID)", printed with the root port's prefix): bus
+// id>>8, device (id>>3)&31, function id&7, in the port's domain. "" for
+// the later format, printed with the source function's own prefix.
+func aerSourceID(port, sev []byte) string {
+	i := bytes.Index(sev, []byte(", id="))
+	if i < 0 || len(sev) < i+10 || sev[i+9] != '(' || len(port) < 5 {
+		return ""
+	}
+	id, err := strconv.ParseUint(string(sev[i+5:i+9]), 16, 16)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s:%02x:%02x.%x", port[:4], id>>8, (id>>3)&0x1f, id&7)
 }
