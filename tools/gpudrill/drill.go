@@ -68,6 +68,9 @@ type Config struct {
 	// after another; QuietFor: the quiet trials' length (0: none).
 	HangTrials int
 	QuietFor   time.Duration
+	// HangTogether: the three kinds of hang trial i at once on the one
+	// GPU, faulting together (nodeTrial.Barrier).
+	HangTogether bool
 	// RankCmdline is the exporters' --collector.process.cmdline ("":
 	// allreduce\.py).
 	RankCmdline string

@@ -84,6 +84,9 @@ func (n *nodeRun) hang() {
 	// A fault lands anywhere in the scrape, evaluation and RAS cycles:
 	// trial i waits i×(scrape interval)/(trials+1) more (the serial trials
 	// start at arbitrary phases anyway).
+	if n.t.Barrier != "" {
+		n.barrier()
+	}
 	time.Sleep(n.t.Delay)
 	var fault time.Time
 	var err error
@@ -204,4 +207,20 @@ func spread(ds []time.Duration) string {
 // "Host pid N".
 func hasHostPidFold(text string, pid int) bool {
 	return hasHostPid(strings.ToLower(text), pid)
+}
+
+// barrier waits until every hang trial of the batch served (its name in
+// the barrier directory), at most 2 minutes.
+func (n *nodeRun) barrier() {
+	os.MkdirAll(n.t.Barrier, 0o755)
+	os.WriteFile(filepath.Join(n.t.Barrier, n.t.Name), nil, 0o644)
+	t0 := time.Now()
+	for time.Since(t0) < 2*time.Minute {
+		if es, _ := os.ReadDir(n.t.Barrier); len(es) >= n.t.BarrierN {
+			n.res.printf("%s: the batch's %d trials served; waited %.1f s for the others", n.t.Name, len(es), time.Since(t0).Seconds())
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n.check("the batch's trials served together", false, "waited 2 minutes for %d trials in %s", n.t.BarrierN, n.t.Barrier)
 }

@@ -70,6 +70,7 @@ func main() {
 	flag.BoolVar(&cfg.DestroyTrial, "destroy-trial", false, "two-node trial: rank 1 destroys its communicator of a second process group that rank 0 keeps (RAS: NOCOMM); NCCLRankMissing and NCCLAsyncError must not page")
 	flag.BoolVar(&cfg.NonblockingTrial, "nonblocking-trial", false, "two-node trial: TORCH_NCCL_USE_COMM_NONBLOCKING=1, RAS polled every 50 ms for ncclInProgress; nothing may page")
 	flag.IntVar(&cfg.HangTrials, "hang-trials", 0, "two-node hung-group trials of each kind, one after another (a decode-shaped job, logs off): rank 1 stops launching (eager), stops replaying its CUDA graph (graph), gets SIGSTOP; time from the fault to the NCCLCommunicatorHung/NCCLRankUnresponsive page naming rank 1")
+	flag.BoolVar(&cfg.HangTogether, "hang-together", false, "run the three kinds of each hung-group trial at once (their jobs share the GPU), faulting at the same instant, so that the GPU spins when every job waits")
 	flag.DurationVar(&cfg.QuietFor, "quiet-for", 0, "two-node quiet trials, together: a decode job serving from a CUDA graph and one idle after serving, this long each; nothing may page but the socket fallback")
 	flag.BoolVar(&cfg.SelftestShape, "selftest-shape", false, "only the two-node plumbing: nodes and container-shaped ranks with sleep for ranks (no GPU, Python or NCCL), both shapes; root")
 	flag.Parse()

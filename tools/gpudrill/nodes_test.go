@@ -354,8 +354,9 @@ func TestRawRAS(t *testing.T) {
 }
 
 // The hung-group trials run one after another, interleaved by kind, with
-// their faults spread over the scrape interval; the quiet trials
-// together, after them; the kill trials start and kill at staggered
+// their faults spread over the scrape interval (or the kinds of a trial
+// together, faulting at one barrier); the quiet trials beside the
+// parallel kill trials; the kill trials start and kill at staggered
 // phases.
 func TestNodeTrialListBatches(t *testing.T) {
 	ts := nodeTrialList(Config{RASTrials: 2, RASStagger: 2500 * time.Millisecond, RASParallel: true, HangTrials: 2, QuietFor: 5 * time.Minute, ScrapeInterval: "15s", Shape: shapeContainer})
@@ -363,11 +364,21 @@ func TestNodeTrialListBatches(t *testing.T) {
 	for _, x := range ts {
 		got = append(got, fmt.Sprintf("%s:b%d:p%v:d%s:s%s", x.Name, x.Batch, x.Parallel, x.Delay, x.StartDelay))
 	}
-	want := []string{"kill1:b0:ptrue:d0s:s0s", "kill2:b0:ptrue:d2.5s:s2.5s",
+	want := []string{"kill1:b0:ptrue:d0s:s0s", "kill2:b0:ptrue:d2.5s:s2.5s", "quiet-graph:b0:ptrue:d0s:s0s", "quiet-idle:b0:ptrue:d0s:s0s",
 		"hang-eager1:b1:pfalse:d5s:s0s", "hang-graph1:b2:pfalse:d5s:s0s", "hang-sigstop1:b3:pfalse:d5s:s0s",
-		"hang-eager2:b4:pfalse:d10s:s0s", "hang-graph2:b5:pfalse:d10s:s0s", "hang-sigstop2:b6:pfalse:d10s:s0s",
-		"quiet-graph:b7:ptrue:d0s:s0s", "quiet-idle:b7:ptrue:d0s:s0s"}
+		"hang-eager2:b4:pfalse:d10s:s0s", "hang-graph2:b5:pfalse:d10s:s0s", "hang-sigstop2:b6:pfalse:d10s:s0s"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("got  %v\nwant %v", got, want)
+	}
+	ts = nodeTrialList(Config{RASTrials: 1, RASParallel: true, HangTrials: 2, HangTogether: true, QuietFor: time.Minute, ScrapeInterval: "15s", WorkDir: "/w"})
+	got = nil
+	for _, x := range ts {
+		got = append(got, fmt.Sprintf("%s:b%d:p%v:%s/%d", x.Name, x.Batch, x.Parallel, x.Barrier, x.BarrierN))
+	}
+	want = []string{"kill1:b0:ptrue:/0", "quiet-graph:b0:ptrue:/0", "quiet-idle:b0:ptrue:/0",
+		"hang-eager1:b1:ptrue:/w/barrier1/3", "hang-graph1:b1:ptrue:/w/barrier1/3", "hang-sigstop1:b1:ptrue:/w/barrier1/3",
+		"hang-eager2:b2:ptrue:/w/barrier2/3", "hang-graph2:b2:ptrue:/w/barrier2/3", "hang-sigstop2:b2:ptrue:/w/barrier2/3"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("together: got  %v\nwant %v", got, want)
 	}
 }

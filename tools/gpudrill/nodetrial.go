@@ -55,6 +55,11 @@ type nodeTrial struct {
 	// --ras-parallel, the quiet trials), batches one after another.
 	Batch    int
 	Parallel bool
+	// Barrier: hang trials of one batch fault together, once each has
+	// written its name into this directory and BarrierN names are there
+	// (their jobs share the GPU: the GPU spins only when every job waits).
+	Barrier  string
+	BarrierN int
 	Cfg      Config
 }
 
@@ -110,18 +115,36 @@ func nodeTrialList(cfg Config) []nodeTrial {
 	if scrape <= 0 {
 		scrape = 15 * time.Second
 	}
+	// The quiet trials beside the kill trials when those run at once
+	// (they end within the kill batch's time), else after the hangs.
+	var quiet []nodeTrial
+	if cfg.QuietFor > 0 {
+		for _, k := range []string{"quiet-graph", "quiet-idle"} {
+			quiet = append(quiet, nodeTrial{Name: k, Kind: k, Healthy: cfg.QuietFor, Parallel: true})
+		}
+		if cfg.RASParallel && len(out) > 0 {
+			out, quiet = append(out, quiet...), nil
+		}
+	}
 	batch := 1
 	for i := 1; i <= cfg.HangTrials; i++ {
 		for _, k := range hangKinds {
-			out = append(out, nodeTrial{Name: fmt.Sprintf("%s%d", k, i), Kind: k, Batch: batch,
-				Delay: time.Duration(i) * scrape / time.Duration(cfg.HangTrials+1)})
+			t := nodeTrial{Name: fmt.Sprintf("%s%d", k, i), Kind: k, Batch: batch,
+				Delay: time.Duration(i) * scrape / time.Duration(cfg.HangTrials+1)}
+			if cfg.HangTogether {
+				t.Parallel, t.Barrier, t.BarrierN = true, filepath.Join(cfg.WorkDir, fmt.Sprintf("barrier%d", i)), len(hangKinds)
+			} else {
+				batch++
+			}
+			out = append(out, t)
+		}
+		if cfg.HangTogether {
 			batch++
 		}
 	}
-	if cfg.QuietFor > 0 {
-		for _, k := range []string{"quiet-graph", "quiet-idle"} {
-			out = append(out, nodeTrial{Name: k, Kind: k, Healthy: cfg.QuietFor, Batch: batch, Parallel: true})
-		}
+	for _, t := range quiet {
+		t.Batch = batch
+		out = append(out, t)
 	}
 	for i := range out {
 		out[i].Shape = cfg.Shape
