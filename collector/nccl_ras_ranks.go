@@ -140,6 +140,7 @@ func (c *ncclRASCollector) updateJoins(now time.Time) {
 	}
 	c.polledAt = now
 	if len(nudge) > 0 {
+		c.nudgedAt = now
 		c.env.Processes.Nudge(nudge...)
 	}
 }
