@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,10 +96,14 @@ type processCollector struct {
 	env    Env
 	w      *procwatch.Watcher
 	poller // refreshes w; not started in tests (Update refreshes inline)
-	rails  *Rails
-	sysfs  string
-	slow   time.Duration
-	docker *dockerNames // nil without --collector.process.docker-host
+	// listenAsked: when RASTargets last asked for a process's fds to be
+	// re-read because its RAS listener was not seen (process_ras.go).
+	listenMu    sync.Mutex
+	listenAsked map[int]time.Time
+	rails       *Rails
+	sysfs       string
+	slow        time.Duration
+	docker      *dockerNames // nil without --collector.process.docker-host
 
 	// causeRails is what the fallback causes need of the rails, read
 	// after each refresh (process_cause.go).

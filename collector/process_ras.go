@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fabric-exporter/fabric_exporter/internal/proc"
 
@@ -309,9 +310,51 @@ func hexDigit(b byte) int {
 // RASTargets implements ProcessInventory.
 func (c *processCollector) RASTargets() []RASTarget {
 	procfs := c.w.Procfs()
-	return rasTargets(c.w.Snapshot(), func(r rasRefusal) {
+	var unseen []int
+	out := rasTargets(c.w.Snapshot(), func(r rasRefusal) {
 		c.env.Once.Debug("ras-addr:"+r.cause, "msg", "a process's NCCL_RAS_ADDR is not asked", "pid", r.pid, "value", r.value, "why", r.cause)
-	}, func(p *procwatch.Process, addr string) (bool, string) { return ownsListener(procfs, p, addr) })
+	}, func(p *procwatch.Process, addr string) (bool, string) {
+		ok, why := ownsListener(procfs, p, addr)
+		if !ok {
+			unseen = append(unseen, p.PID)
+		}
+		return ok, why
+	})
+	c.nudgeListeners(unseen)
+	return out
+}
+
+// listenerRecheck is how often the fds of a process with RAS on but no
+// RAS listener seen are re-read: NCCL opens its RAS port at its first
+// communicator's init, after the process was first read, and the fds are
+// otherwise re-read only every --collector.process.numa-maps-interval.
+const listenerRecheck = 5 * time.Second
+
+// nudgeListeners asks for the fds of these processes to be re-read, each
+// at most every listenerRecheck.
+func (c *processCollector) nudgeListeners(pids []int) {
+	if len(pids) == 0 {
+		return
+	}
+	now := time.Now()
+	c.listenMu.Lock()
+	if c.listenAsked == nil {
+		c.listenAsked = map[int]time.Time{}
+	}
+	var due []int
+	for _, pid := range pids {
+		if t, ok := c.listenAsked[pid]; !ok || now.Sub(t) >= listenerRecheck {
+			c.listenAsked[pid] = now
+			due = append(due, pid)
+		}
+	}
+	for pid, t := range c.listenAsked {
+		if now.Sub(t) > 10*listenerRecheck {
+			delete(c.listenAsked, pid) // gone, or listening since
+		}
+	}
+	c.listenMu.Unlock()
+	c.Nudge(due...)
 }
 
 // Table implements ProcessInventory: the last process table.
