@@ -13,7 +13,7 @@ name=${1:?NAME}; shift
 bin=/tmp/drillbin; mkdir -p "$bin"
 for f in .dev/*.xz; do b=$bin/$(basename "$f" .xz); [ -x "$b" ] || { xz -dc "$f" >"$b" && chmod +x "$b"; }; done
 # Debian's Alertmanager reads its notification templates from here.
-[ -f .dev/default.tmpl ] && { mkdir -p /usr/share/prometheus/alertmanager; cp .dev/default.tmpl /usr/share/prometheus/alertmanager/; }
+mkdir -p /usr/share/prometheus/alertmanager && cp .dev/*.tmpl /usr/share/prometheus/alertmanager/ 2>/dev/null
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 work=/tmp/drill-$name; rm -rf "$work"
 export PYTHONUNBUFFERED=1

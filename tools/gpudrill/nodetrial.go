@@ -387,7 +387,7 @@ func nodeSummary(cfg Config, res *Result) []string {
 	if !cfg.SelftestShape {
 		n := 0
 		for _, r := range res.Rows {
-			n += btoi(r.Kind != "selftest")
+			n += btoi(r.Kind != "selftest" && !isHang(r.Kind)) // the hang and quiet trials do not time the fallback
 		}
 		for _, k := range hangKinds {
 			if cfg.HangTrials == 0 {
@@ -399,7 +399,8 @@ func nodeSummary(cfg Config, res *Result) []string {
 				out = append(out, fmt.Sprintf("  %s: fault → hung-group page: no page in %d trials", k, cfg.HangTrials))
 			}
 		}
-		if ds := res.FallbackPage; len(ds) > 0 {
+		if ds := res.FallbackPage; n == 0 {
+		} else if len(ds) > 0 {
 			out = append(out, fmt.Sprintf("  socket fallback without NCCL logs, RAS → NCCLSocketFallback (kernel) for rank 0's host pid (%d of %d trials paged): %s, %s",
 				len(ds), n, spread(ds), within(ds, 30)))
 		} else {
