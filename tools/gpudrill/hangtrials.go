@@ -122,7 +122,7 @@ func (n *nodeRun) hang() {
 	}
 	what := map[string]string{"hang-eager": "rank 1 stops launching", "hang-graph": "rank 1 stops replaying its CUDA graph", "hang-sigstop": "SIGSTOP of rank 1"}[n.t.Kind]
 	n.check("the hung group paged, naming the rank that holds it up", ok && first.receiver == "pager" && first.labels["severity"] == "page" && holder(first.labels) &&
-		hasHostPidFold(first.annotations["description"], n.job.info[1].Host),
+		hasHostPid(first.annotations["description"], n.job.info[1].Host),
 		"%s (%s) at %s; %s", what, n.job.info[1], fault.UTC().Format("15:04:05.0"), strings.Join(parts, "; "))
 	if ok {
 		n.row.HangPage = max(first.at.Sub(fault), time.Millisecond)
@@ -201,12 +201,6 @@ func spread(ds []time.Duration) string {
 		v = append(v, d.Seconds())
 	}
 	return fmt.Sprintf("p50 %.1f s, p95 %.1f s over %d  [%s s]", median(v), percentile(v, 95), len(v), joinFloats(v, " s, "))
-}
-
-// hasHostPidFold is hasHostPid for a description that may begin with
-// "Host pid N".
-func hasHostPidFold(text string, pid int) bool {
-	return hasHostPid(strings.ToLower(text), pid)
 }
 
 // barrier waits until every hang trial of the batch served (its name in

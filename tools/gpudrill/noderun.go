@@ -336,9 +336,9 @@ func (n *nodeRun) kill() {
 	}
 }
 
-// hasHostPid reports whether an annotation gives pid as "host pid N".
+// hasHostPid reports whether an annotation gives pid as "host pid N" (or "Host pid N", a description's first words).
 func hasHostPid(text string, pid int) bool {
-	return regexp.MustCompile(`\bhost pid ` + strconv.Itoa(pid) + `\b`).MatchString(text)
+	return regexp.MustCompile(`(?i)\bhost pid ` + strconv.Itoa(pid) + `\b`).MatchString(text)
 }
 
 func (n *nodeRun) nodebug() {
