@@ -199,11 +199,8 @@ bench: build ## go test -bench and tools/scrapebench against node_exporter
 bench-nccl: ## NCCL log parsing against grep on a 1 GiB log
 	$(GO) run ./tools/ncclbench -runs 5
 
-fuzz: ## every fuzz target for FUZZTIME (30s) each
-	@set -e; for pkg in $$($(GO) list ./...); do \
-	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "== $$pkg $$t"; $(GO) test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME); \
-	  done; done
+fuzz: ## every fuzz target for FUZZTIME (30s) each (tools/fuzz/run.sh)
+	GO=$(GO) FUZZTIME=$(FUZZTIME) tools/fuzz/run.sh
 
 clean: ## remove the binaries and the demo directory
 	rm -f $(BIN) $(ANALYZE_BIN)
