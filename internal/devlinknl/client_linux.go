@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mdlayher/genetlink"
@@ -40,10 +41,29 @@ type Client struct {
 	// (a do request, under that instance's lock only) instead of the dump
 	// (kernels before 6.6 walk every instance, each under its lock, to
 	// answer a dump with a handle: one wedged HCA blocks every other's
-	// dump). known holds the reporters the last dump found per instance.
+	// dump). known holds the reporters found per instance.
 	perReporter bool
-	known       map[Handle][]Reporter
+	known       map[Handle]knownReporters
 }
+
+// knownReporters are the reporters of an instance the client asks one by
+// one. full: a dump found them (port reporters included); else they are
+// the device reporters that answered their names (ProbeReporters) while
+// no dump has answered yet.
+type knownReporters struct {
+	reporters []Reporter
+	full      bool
+}
+
+// ProbeReporters are the device (port-less) health reporters asked by name
+// on a kernel before 6.6 before any dump has answered for an instance: the
+// dump there waits for every other instance's lock, so an HCA wedged when
+// the exporter starts would otherwise keep every other HCA's first answer
+// back (and its fw_fatal state unread). mlx5_core registers "fw" and
+// "fw_fatal" (health.c) and "vnic" (diag/reporter_vnic.c, Linux 6.5+); a
+// name the device does not have answers EINVAL and is skipped. Port
+// reporters (mlx5e's tx and rx) come from the first dump that answers.
+var ProbeReporters = []string{"fw", "fw_fatal", "vnic"}
 
 // NewClient returns a client.
 func NewClient() *Client {
@@ -57,34 +77,68 @@ func NewClient() *Client {
 
 // HealthReporters returns the health reporters of an instance and of its
 // ports, at most MaxReporters, in the kernel's order.
+//
+// Before 6.6 (perReporter) each known reporter is asked with its own do
+// request; before a dump has answered for the instance, the known ones are
+// ProbeReporters, and a dump is tried after them under the same deadline:
+// when it answers its reporters are returned and known from then on; when
+// another instance's lock holds it, the probed reporters are returned (the
+// dump is asked again at the next call, or at once fails while the earlier
+// one is still blocked in the kernel).
 func (c *Client) HealthReporters(ctx context.Context, h Handle) ([]Reporter, error) {
+	if !c.perReporter {
+		return c.dumpReporters(ctx, h, "health ")
+	}
 	c.mu.Lock()
-	known := c.known[h]
-	per := c.perReporter && len(known) > 0
+	k, ok := c.known[h]
 	c.mu.Unlock()
-	if per {
-		rs, err := c.eachReporter(ctx, h, known)
-		if err == nil || !errors.Is(err, ErrNoDevice) {
-			return rs, err
+	ask := k.reporters
+	if !ok || len(ask) == 0 {
+		ask = make([]Reporter, 0, len(ProbeReporters))
+		for _, n := range ProbeReporters {
+			ask = append(ask, Reporter{Name: n})
 		}
-		// A reporter is gone (the driver re-registered them): dump again.
 	}
-	out, err := c.dumpReporters(ctx, h)
-	if err == nil && c.perReporter {
-		c.mu.Lock()
-		if c.known == nil {
-			c.known = map[Handle][]Reporter{}
-		}
-		c.known[h] = out
-		c.mu.Unlock()
+	rs, gone, err := c.eachReporter(ctx, h, ask)
+	if err != nil {
+		return nil, err
 	}
-	return out, err
+	if k.full && !gone {
+		return rs, nil
+	}
+	// Not dumped yet, or a reporter went (the driver re-registered them).
+	out, derr := c.dumpReporters(ctx, h, "dump ")
+	if derr == nil {
+		c.remember(h, knownReporters{reporters: out, full: true})
+		return out, nil
+	}
+	if errors.Is(derr, ErrNoDevice) {
+		return nil, derr
+	}
+	if len(rs) == 0 {
+		return nil, derr // none of the names is the driver's: the dump's answer
+	}
+	c.remember(h, knownReporters{reporters: rs})
+	return rs, nil
 }
 
-// eachReporter asks each of known's reporters of h with a do request.
-func (c *Client) eachReporter(ctx context.Context, h Handle, known []Reporter) ([]Reporter, error) {
-	var out []Reporter
-	err := c.do(ctx, "health "+h.String(), func(conn *genetlink.Conn, fam genetlink.Family) error {
+func (c *Client) remember(h Handle, k knownReporters) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.known == nil {
+		c.known = map[Handle]knownReporters{}
+	}
+	if len(c.known) >= maxPending && c.known[h].reporters == nil {
+		clear(c.known) // bounded: instances come and go (VFs, reloads)
+	}
+	c.known[h] = k
+}
+
+// eachReporter asks each of known's reporters of h with a do request. A
+// reporter the instance no longer has (EINVAL: the kernel's answer to a
+// name it does not know) is left out and reported as gone.
+func (c *Client) eachReporter(ctx context.Context, h Handle, known []Reporter) (out []Reporter, gone bool, err error) {
+	err = c.do(ctx, "health "+h.String(), func(conn *genetlink.Conn, fam genetlink.Family) error {
 		for _, k := range known {
 			ae := netlink.NewAttributeEncoder()
 			ae.String(attrBusName, h.Bus)
@@ -100,6 +154,10 @@ func (c *Client) eachReporter(ctx context.Context, h Handle, known []Reporter) (
 			msgs, err := conn.Execute(genetlink.Message{
 				Header: genetlink.Header{Command: cmdHealthReporterGet, Version: familyVersion}, Data: req,
 			}, fam.ID, netlink.Request)
+			if errors.Is(err, syscall.EINVAL) {
+				gone = true
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -118,16 +176,16 @@ func (c *Client) eachReporter(ctx context.Context, h Handle, known []Reporter) (
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return out, nil
+	return out, gone, nil
 }
 
 // dumpReporters dumps the reporters of h (and, before 6.6, every other
 // instance's, filtered out).
-func (c *Client) dumpReporters(ctx context.Context, h Handle) ([]Reporter, error) {
+func (c *Client) dumpReporters(ctx context.Context, h Handle, key string) ([]Reporter, error) {
 	var out []Reporter
-	err := c.do(ctx, "health "+h.String(), func(conn *genetlink.Conn, fam genetlink.Family) error {
+	err := c.do(ctx, key+h.String(), func(conn *genetlink.Conn, fam genetlink.Family) error {
 		req, err := encodeHandle(h)
 		if err != nil {
 			return err

@@ -300,7 +300,9 @@ func (k *fakeKernel) serve(in []netlink.Message) ([]netlink.Message, error) {
 				return done([]netlink.Message{reply(cmd, a)}, req, false)
 			}
 		}
-		return errReply(syscall.ENOENT, req)
+		// devlink_nl_cmd_health_reporter_get_doit: -EINVAL for a name
+		// the instance has no reporter of.
+		return errReply(syscall.EINVAL, req)
 	}
 	_, known := k.reporters[h]
 	switch {
@@ -308,7 +310,13 @@ func (k *fakeKernel) serve(in []netlink.Message) ([]netlink.Message, error) {
 		var out []netlink.Message
 		switch {
 		case k.old:
-			for _, hh := range []Handle{hcaA, hcaB} {
+			all := []Handle{hcaA, hcaB}
+			for hh := range k.reporters {
+				if hh != hcaA && hh != hcaB {
+					all = append(all, hh)
+				}
+			}
+			for _, hh := range all {
 				for _, a := range k.reporters[hh] {
 					out = append(out, reply(cmd, a))
 				}
@@ -506,6 +514,55 @@ func TestClientPerReporterBefore66(t *testing.T) {
 	defer cancel3()
 	if _, err := d.HealthReporters(ctx3, hcaA); !errors.Is(err, ErrTimeout) {
 		t.Errorf("a dump on a pre-6.6 kernel with hcaB wedged: %v, want a timeout", err)
+	}
+}
+
+// An exporter that starts on a pre-6.6 kernel while hcaB is wedged: no
+// dump has answered yet for hcaA, and its dump waits for hcaB's lock. The
+// device reporters asked by name (ProbeReporters) answer at once, fw_fatal
+// among them; the port reporters come with the first dump that answers
+// once hcaB lets go. hcaB itself times out. A driver without any of the
+// names (EINVAL for each) gets the dump's answer.
+func TestClientFirstAskBefore66(t *testing.T) {
+	k := &fakeKernel{t: t, old: true, reporters: map[Handle][][]byte{hcaA: mlx5Reporters(hcaA), hcaB: mlx5Reporters(hcaB)}, block: make(chan struct{})}
+	c := testClient(k)
+	c.perReporter = true
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	rs, err := c.HealthReporters(ctx, hcaA)
+	if err != nil || len(rs) != 3 || rs[1].Name != "fw_fatal" || rs[1].State != StateError || rs[0].HasPort {
+		t.Fatalf("hcaA's first ask while hcaB is wedged: %+v %v", rs, err)
+	}
+	ctx2, cancel2 := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel2()
+	if _, err := c.HealthReporters(ctx2, hcaB); !errors.Is(err, ErrTimeout) {
+		t.Errorf("wedged hcaB: %v", err)
+	}
+	// While the first dump is still blocked, hcaA answers its probed
+	// reporters at once.
+	start := time.Now()
+	if rs, err := c.HealthReporters(t.Context(), hcaA); err != nil || len(rs) != 3 || time.Since(start) > time.Second {
+		t.Errorf("hcaA with its dump blocked: %d reporters, %v after %v", len(rs), err, time.Since(start))
+	}
+	close(k.block)
+	k.block = nil
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Pending() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	rs, err = c.HealthReporters(t.Context(), hcaA)
+	if err != nil || len(rs) != 5 || !rs[3].HasPort || rs[3].Name != "tx" {
+		t.Fatalf("hcaA once the dump answers: %+v %v", rs, err)
+	}
+	if rs, err := c.HealthReporters(t.Context(), hcaA); err != nil || len(rs) != 5 {
+		t.Errorf("hcaA from what the dump found: %d reporters, %v", len(rs), err)
+	}
+	other := Handle{Bus: "pci", Device: "0000:c1:00.0"}
+	k2 := &fakeKernel{t: t, old: true, reporters: map[Handle][][]byte{other: {reporterAnswer(other, -1, "hw", StateHealthy, 0, 0, false, true, 0)}}}
+	c2 := testClient(k2)
+	c2.perReporter = true
+	if rs, err := c2.HealthReporters(t.Context(), other); err != nil || len(rs) != 1 || rs[0].Name != "hw" {
+		t.Errorf("a driver with none of the probed names: %+v %v", rs, err)
 	}
 }
 

@@ -387,6 +387,9 @@ func ReadLinkBase(path string) string {
 // pciAddressRE matches a PCI function's directory name (domain:bus:dev.fn).
 var pciAddressRE = regexp.MustCompile(`^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 
+// IsPCIAddress reports whether s is a PCI function's name (0000:9a:00.0).
+func IsPCIAddress(s string) bool { return pciAddressRE.MatchString(s) }
+
 // PCIFunction resolves a device link (class/net/X/device,
 // class/infiniband/X/device) to the PCI function it sits on: the device
 // itself, or its nearest PCI ancestor for a device on another bus (virtio,
