@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,7 +87,9 @@ type devlinkHCA struct {
 	// unloaded: the RDMA device left class/infiniband while its PCI
 	// function stays bound to mlx5_core (a fatal firmware error whose
 	// recovery failed unloads the IB device, mlx5_unload_one, and keeps
-	// the devlink instance with its fw_fatal reporter in error).
+	// the devlink instance with its fw_fatal reporter in error). device
+	// is "" for a function the exporter never saw with an RDMA device
+	// (it failed before the exporter started): its name is not known.
 	unloaded bool
 }
 
@@ -172,7 +170,7 @@ func newDevlinkState(env Env, o *Options) (*devlinkCollector, error) {
 	c := &devlinkCollector{
 		env: env, opts: o, do: do, src: src, now: time.Now, first: make(chan struct{}), infos: map[string]*devlinkInfo{},
 		known: map[string]string{}, railOf: map[string]string{},
-		presentF: f.NewFamily("fabric_devlink_rdma_device_present", "1 while the HCA's RDMA device is in class/infiniband, 0 for one that left it while its PCI function stays bound to mlx5_core with its devlink instance (a fatal firmware error whose recovery failed unloads the IB device: mlx5_unload_one). Such an HCA keeps its device and rail labels from when it was last seen, so RailHCAFailed names it.", g, dev...),
+		presentF: f.NewFamily("fabric_devlink_rdma_device_present", "1 while the HCA's RDMA device is in class/infiniband, 0 for one that left it while its PCI function stays bound to mlx5_core with its devlink instance (a fatal firmware error whose recovery failed unloads the IB device: mlx5_unload_one). Such an HCA keeps its device and rail labels from when it was last seen, so RailHCAFailed names it; a physical function bound to mlx5_core that the exporter never saw with an RDMA device (its recovery failed before the exporter started) is 0 with device and rail \"\" (HCAFunctionFailed).", g, dev...),
 		upF:      f.NewFamily("fabric_devlink_up", "1 if the RDMA HCA's devlink instance (pci/<pci_bus_id>) answered the last health request within --collector.devlink.timeout, 0 if it failed or timed out: the driver does not answer (mlx5 holding the instance's lock through a firmware recovery, firmware commands timing out) or an earlier request is still blocked in the kernel. Absent for a device without a devlink instance and when the kernel has no devlink.", g, dev...),
 		healthyF: f.NewFamily("fabric_devlink_health_reporter_healthy", "1 if a devlink health reporter of the driver is healthy, 0 in error state (an error was reported and not recovered: auto-recovery off, failed, or held back by the reporter's grace period). mlx5: fw (firmware syndrome), fw_fatal (fatal firmware error; recovery reloads the device), vnic on the device; tx and rx (send and receive queue errors) on the uplink port. devlink_port is the devlink port index of a port's reporter, \"\" for the device's. Absent while the device does not answer.",
 			g, rep...),
@@ -183,46 +181,6 @@ func newDevlinkState(env Env, o *Options) (*devlinkCollector, error) {
 			g, "device", "pci_bus_id", "driver", "driver_version", "fw_version", "fw_version_stored", "board_id", "serial", "rail"),
 	}
 	return c, nil
-}
-
-// hcas lists the RDMA devices on a PCI function, sorted, one per function
-// (a bond's device shares its first port's function).
-func (c *devlinkCollector) hcas() ([]devlinkHCA, error) {
-	dir := c.opts.sysPath("class", "infiniband")
-	names, err := sysfs.ListDir(dir, false)
-	if err != nil && len(c.known) == 0 {
-		return nil, checkSysfs(c.opts.SysfsPath, "no RDMA device (no "+dir+")")
-	}
-	slices.Sort(names)
-	var out []devlinkHCA
-	seen := map[string]bool{}
-	for _, n := range names {
-		pci, _ := sysfs.PCIFunction(filepath.Join(dir, n, "device"))
-		if pci == "" || seen[pci] || len(out) == maxDevlinkHCAs {
-			continue
-		}
-		seen[pci] = true
-		c.known[pci] = n
-		out = append(out, devlinkHCA{device: n, pci: pci})
-	}
-	// HCAs seen before whose RDMA device is gone but whose function mlx5
-	// still holds: asked by their devlink instance, under their old name.
-	for _, pci := range slices.Sorted(maps.Keys(c.known)) {
-		if seen[pci] {
-			continue
-		}
-		if _, err := os.Lstat(c.opts.sysPath("bus", "pci", "drivers", "mlx5_core", pci)); err != nil {
-			delete(c.known, pci) // unbound, removed: gone
-			continue
-		}
-		if len(out) < maxDevlinkHCAs {
-			out = append(out, devlinkHCA{device: c.known[pci], pci: pci, unloaded: true})
-		}
-	}
-	if len(out) == 0 {
-		return nil, noHardware("no RDMA device on a PCI function in %s", dir)
-	}
-	return out, nil
 }
 
 // devlinkResult is one device's answers in a poll.
@@ -331,6 +289,14 @@ func (c *devlinkCollector) ask(ctx context.Context, h devlinkHCA, old *devlinkIn
 	if old != nil && now.Before(old.next) {
 		return res
 	}
+	if h.unloaded || reporterInError(reps) {
+		// Not while firmware is failing: mlx5 answers an info request
+		// with firmware commands (60 s each to time out), under the
+		// instance's lock, and before Linux 6.0 under devlink's global
+		// mutex too (devlink_nl_pre_doit), which every other HCA's
+		// request waits for. Read once the device is healthy again.
+		return res
+	}
 	qctx, cancel = context.WithTimeout(ctx, c.do.Timeout)
 	i, err := c.src.Info(qctx, handle)
 	cancel()
@@ -357,6 +323,16 @@ func (c *devlinkCollector) ask(ctx context.Context, h devlinkHCA, old *devlinkIn
 		res.info = &cp
 	}
 	return res
+}
+
+// reporterInError reports whether any of a device's reporters is in error.
+func reporterInError(reps []devlinknl.Reporter) bool {
+	for _, r := range reps {
+		if r.State != devlinknl.StateHealthy {
+			return true
+		}
+	}
+	return false
 }
 
 // devlinkSeries are a device's series, bound once per poll and rail label.

@@ -167,6 +167,8 @@ type blockingSource struct {
 	infos atomic.Int32
 	mu    sync.Mutex
 	fail  error // when set, every request's answer
+	// healthy: mlx5_0's fw_fatal reporter is healthy (else in error).
+	healthy atomic.Bool
 }
 
 func (s *blockingSource) HealthReporters(ctx context.Context, h devlinknl.Handle) ([]devlinknl.Reporter, error) {
@@ -183,7 +185,11 @@ func (s *blockingSource) HealthReporters(ctx context.Context, h devlinknl.Handle
 	if h.Device != "0000:18:00.0" {
 		return nil, devlinknl.ErrNoDevice
 	}
-	return []devlinknl.Reporter{{Name: "fw_fatal", State: devlinknl.StateError, Errors: 3}}, nil
+	st := uint8(devlinknl.StateError)
+	if s.healthy.Load() {
+		st = devlinknl.StateHealthy
+	}
+	return []devlinknl.Reporter{{Name: "fw_fatal", State: st, Errors: 3}}, nil
 }
 
 func (s *blockingSource) Info(ctx context.Context, h devlinknl.Handle) (devlinknl.Info, error) {
@@ -205,7 +211,14 @@ func TestDevlinkBlockedDevice(t *testing.T) {
 		v["fabric_devlink_health_reporter_errors_total{mlx5_0,0000:18:00.0,,fw_fatal,mlx5_0}"] != 3 {
 		t.Errorf("%v", v)
 	}
-	// Information is read once, then every devlinkInfoEvery.
+	// Not while a reporter is in error (firmware commands under the
+	// instance's lock, before 6.0 under devlink's global mutex); once
+	// healthy, information is read once, then every devlinkInfoEvery.
+	if n := src.infos.Load(); n != 0 {
+		t.Errorf("%d info reads of a device in error, want 0", n)
+	}
+	src.healthy.Store(true)
+	c.poll(t.Context())
 	c.poll(t.Context())
 	if n := src.infos.Load(); n != 1 {
 		t.Errorf("%d info reads after two polls, want 1", n)
@@ -389,5 +402,86 @@ func TestDevlinkFailedRecoveryUnloadedDevice(t *testing.T) {
 		if strings.Contains(k, "0000:9a:00.0") {
 			t.Errorf("an unbound function still reported: %s", k)
 		}
+	}
+}
+
+// An exporter started after mlx5_3's recovery failed (or restarted since):
+// the function 0000:9a:00.0 is bound to mlx5_core with no RDMA device and
+// was never seen with one. It is still asked by its devlink instance, with
+// device "" (its name went with the device): fw_fatal in error, present 0;
+// its information is not read (firmware failing). A virtual function bound
+// to mlx5_core is not asked; without mlx5_ib (no RDMA device, no module) no
+// function is.
+func TestDevlinkUnnamedFunctionFailedBeforeStart(t *testing.T) {
+	sys := copyTree(t, fixtureSys)
+	dir := devlinkFixture(t, "")
+	b, _ := os.ReadFile(filepath.Join(dir, "health.json"))
+	i := strings.Index(string(b), `"pci/0000:9a:00.0"`)
+	j := strings.Index(string(b)[i:], `"reporter": "fw_fatal"`)
+	if i < 0 || j < 0 {
+		t.Fatal("fixture: no fw_fatal reporter of pci/0000:9a:00.0")
+	}
+	k := i + j
+	os.WriteFile(filepath.Join(dir, "health.json"), []byte(string(b)[:k]+strings.Replace(string(b)[k:], `"state": "healthy"`, `"state": "error"`, 1)), 0o644)
+	for _, p := range []string{"class/infiniband/mlx5_3", "class/infiniband_verbs/uverbs1"} {
+		if err := os.RemoveAll(filepath.Join(sys, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drv := filepath.Join(sys, "bus/pci/drivers/mlx5_core")
+	os.MkdirAll(drv, 0o755)
+	for _, l := range [][2]string{
+		{"0000:18:00.0", "../../../../devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0"},
+		{"0000:9a:00.0", "../../../../devices/pci0000:97/0000:97:02.0/0000:9a:00.0"},
+		{"0000:9a:00.2", "../../../../devices/pci0000:97/0000:97:02.0/0000:9a:00.2"},
+	} {
+		if err := os.Symlink(l[1], filepath.Join(drv, l[0])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"bind", "unbind", "uevent"} {
+		os.WriteFile(filepath.Join(drv, f), nil, 0o200)
+	}
+	vf := filepath.Join(sys, "devices/pci0000:97/0000:97:02.0/0000:9a:00.2")
+	os.MkdirAll(vf, 0o755)
+	os.Symlink("../0000:9a:00.0", filepath.Join(vf, "physfn"))
+
+	o := fixtureOptions(t, sys)
+	o.Devlink = DevlinkOptions{Fixtures: dir, Timeout: time.Second}
+	env, _ := testEnv()
+	c, err := newDevlinkState(env, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.poll(t.Context())
+	v := updateValues(t, c)
+	if got, ok := v[`fabric_devlink_health_reporter_healthy{,0000:9a:00.0,,fw_fatal,}`]; !ok || got != 0 {
+		t.Errorf("the unnamed function's fw_fatal: %v (%v): %v", got, ok, v)
+	}
+	if got, ok := v[`fabric_devlink_rdma_device_present{,0000:9a:00.0,}`]; !ok || got != 0 {
+		t.Errorf("the unnamed function's presence: %v", v)
+	}
+	if v[`fabric_devlink_rdma_device_present{mlx5_0,0000:18:00.0,mlx5_0}`] != 1 {
+		t.Errorf("mlx5_0: %v", v)
+	}
+	for k := range v {
+		if strings.Contains(k, "0000:9a:00.2") || strings.HasPrefix(k, "fabric_devlink_info{,0000:9a:00.0") {
+			t.Errorf("%s", k)
+		}
+	}
+
+	// No mlx5_ib: an Ethernet-only host's mlx5 functions are not asked.
+	os.RemoveAll(filepath.Join(sys, "class/infiniband"))
+	os.RemoveAll(filepath.Join(sys, "module/mlx5_ib"))
+	c2, err := newDevlinkState(env, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.poll(t.Context())
+	c2.mu.Lock()
+	n, state := len(c2.devices), c2.state
+	c2.mu.Unlock()
+	if n != 0 || state == nil {
+		t.Errorf("without mlx5_ib: %d devices, state %v", n, state)
 	}
 }
