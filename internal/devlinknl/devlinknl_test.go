@@ -545,7 +545,6 @@ func TestClientFirstAskBefore66(t *testing.T) {
 		t.Errorf("hcaA with its dump blocked: %d reporters, %v after %v", len(rs), err, time.Since(start))
 	}
 	close(k.block)
-	k.block = nil
 	deadline := time.Now().Add(5 * time.Second)
 	for c.Pending() != 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
