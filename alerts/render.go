@@ -124,6 +124,10 @@ type Config struct {
 	// RailsInUseWindow: how far back NCCLRankLostRail looks for the rails a
 	// rank used (alerts/rules/15-rails-in-use.yml.tmpl).
 	RailsInUseWindow string `yaml:"railsInUseWindow"`
+	// RailShareLowRatio: RailShareLow warns when one of the rails a node's
+	// multi-node ranks send on carries less than this fraction of the
+	// busiest of them (rail:fabric_rank_rail_share:ratio_rate).
+	RailShareLowRatio float64 `yaml:"railShareLowRatio"`
 	// XidFatal: the NVIDIA Xid codes GPUXidFatal pages on.
 	XidFatal []int `yaml:"xidFatal"`
 	For      struct {
@@ -218,6 +222,9 @@ func ParseConfig(b []byte) (Config, error) {
 	if d, err := model.ParseDuration(c.RailsInUseWindow); err != nil || d <= 0 {
 		return c, fmt.Errorf("alerts config: railsInUseWindow %q: must be a duration above 0", c.RailsInUseWindow)
 	}
+	if !(c.RailShareLowRatio > 0 && c.RailShareLowRatio < 1) {
+		return c, fmt.Errorf("alerts config: railShareLowRatio %v: must be above 0 and below 1", c.RailShareLowRatio)
+	}
 	if len(c.XidFatal) == 0 {
 		return c, fmt.Errorf("alerts config: xidFatal: at least one Xid code (GPUXidFatal would match every Xid or none)")
 	}
@@ -274,7 +281,7 @@ func Render(c Config) ([]byte, error) {
 		"ExpectedRailSpeedBits": num(c.ExpectedRailSpeedBytes * 8), "ExpectedRailSpeedGbit": num(c.ExpectedRailSpeedBytes * 8 / 1e9),
 		"RailLinkFlapChanges": num(c.RailLinkFlapChanges), "RailTCPFallbackMinBits": num(c.RailTCPFallbackMinBits),
 		"RailTCPFallbackMaxRDMABits": num(c.RailTCPFallbackMaxRDMABits), "NonRailNICMaxBits": num(c.NonRailNICMaxBits),
-		"RailImbalanceRatio": num(c.RailImbalanceRatio), "RailImbalanceMinBits": num(c.RailImbalanceMinBits),
+		"RailImbalanceRatio": num(c.RailImbalanceRatio), "RailImbalanceMinBits": num(c.RailImbalanceMinBits), "RailShareLowRatio": num(c.RailShareLowRatio),
 		"PFCPauseOccupancy": num(c.PFCPauseOccupancy), "PFCPauseOccupancyPct": num(c.PFCPauseOccupancy * 100),
 		"RoCERetransPerSecond": num(c.RoCERetransPerSecond), "RoCECNPIgnoredPerSecond": num(c.RoCECNPIgnoredPerSecond),
 		"CrossNUMALocalRatio": num(c.CrossNUMALocalRatio), "CrossNUMAMinBytes": num(c.CrossNUMAMinBytes),
