@@ -77,6 +77,7 @@ type ncclCollector struct {
 	netInfo, conns, devInfo, ifInfo, info, warnings, lastLog, envInfo, gdrOff *exposition.Family
 	initFail, commRanks, commNodes, causeFam                                  *exposition.Family
 	peerInfo, netGDR, gdrPath, dmaBuf, gdrOn, p2pOff                          *exposition.Family
+	failoverF                                                                 ncclFailoverFamilies
 
 	causes                                                          ncclCauses // the fallback cause (nccl_cause.go)
 	linesS, unparsedS, trackedS, bytesS, evictedS, filesS, backlogS *exposition.Series
@@ -91,6 +92,7 @@ type ncclSeries struct {
 	causeS                           *exposition.Series
 	conns, devices, ifaces, env, gdr []*exposition.Series
 	peers, netUses, gdrPaths, dmaBuf []*exposition.Series
+	failover                         ncclFailoverSeries // nccl_failover.go
 }
 
 func newNCCLCollector(env Env, o *Options) (Collector, error) {
@@ -196,6 +198,7 @@ func newNCCLState(env Env, o *Options) (*ncclCollector, error) {
 			"The largest node count of a communicator of the NCCL process, from \"comm 0x… rank 0 nRanks 16 nNodes 2 …\" (NCCL 2.20 and later); absent until such a line was read. 1: the process's communicators stay on one host.",
 			gauge, "host", "pid"),
 	}
+	c.failoverF = newNCCLFailoverFamilies(env.Families)
 	c.causeFam = env.Families.NewFamily("fabric_nccl_fallback_cause_info",
 		"Why an NCCL process runs on sockets: one series per process whose network is Socket, that has NET/Socket connections, or whose init failed; cause lists, most specific first, every one that applies: no_verbs_devices_in_container (a process of this host whose root has no uverbs node of a rail device the host has), nccl_ib_disable, nccl_net_socket, nccl_ib_hca_matches_no_rail (from the log's \"set by environment\" lines, else the process's environment), ib_no_device_found, libibverbs_missing (from the log), socket_ifname_not_a_rail (its socket interfaces include no rail netdev), rail_down (every rail down or gone); unknown when none does.",
 		gauge, "host", "pid", "cause")
@@ -299,6 +302,7 @@ func (c *ncclCollector) Update(ctx context.Context, b *exposition.Batch) error {
 				b.Add(s.nodes, float64(p.Nodes))
 			}
 			b.Add(s.warn, float64(p.Warnings))
+			s.failover.add(b, p)
 			if p.LastSeen > 0 {
 				b.Add(s.last, float64(p.LastSeen)/1e9)
 			}
@@ -428,6 +432,7 @@ func (c *ncclCollector) seriesOf(p *nccl.Process) *ncclSeries {
 	for _, d := range p.DMABuf {
 		s.dmaBuf = append(s.dmaBuf, c.dmaBuf.With(h, pid, d))
 	}
+	c.failoverF.bind(p, &s.failover)
 	return s
 }
 

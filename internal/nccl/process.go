@@ -40,6 +40,8 @@ type Process struct {
 	// DevicesMerged: that list has merged devices ("[0]={[0] mlx5_0:1/RoCE,
 	// [1] mlx5_1:1/RoCE}"), so a NET index is not a position in Devices.
 	DevicesMerged bool
+	// MergedGroups is how many merged devices that list has ("={" each).
+	MergedGroups int
 	Interfaces    []string      // the latest "NET/Socket : Using" list, at most 64
 	Env           []KV          // "NCCL_X set by environment to V", at most 64
 	GDRDisabled   []GDRDisabled // "GPU Direct RDMA Disabled for HCA", at most 64
@@ -67,6 +69,11 @@ type Process struct {
 	// 2.30's "Count not open libibverbs.so.1"). Reasons of a socket
 	// fallback, kept for its cause (the collector's fallback cause).
 	IBNoDevice, VerbsLibMissing bool
+	// Failovers are NCCL's IB port failover events by device index
+	// (failover.go), AsyncFatal its "async fatal event" warnings by
+	// device and port; at most maxFailoverItems each.
+	Failovers  []Failover
+	AsyncFatal []AsyncFatal
 
 	pidNum  uint64
 	rankDev []rankDev // local ranks and their devices, from connection lines (peer.go)
@@ -324,6 +331,7 @@ func (p *Process) setDevices(list []byte) bool {
 	}
 	p.Devices, p.devKey = out, boundKey(list)
 	p.DevicesMerged = bytes.IndexByte(list, '{') >= 0
+	p.MergedGroups = bytes.Count(list, []byte("={"))
 	p.Gen++
 	return true
 }

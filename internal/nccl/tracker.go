@@ -159,6 +159,7 @@ func (t *Tracker) Line(f *File, line []byte) {
 			p.setVerbsLibMissing()
 		}
 		p.warnP2PDisabled(l.msg)
+		p.failoverWarn(l.msg)
 	case lineInfo:
 		if m := l.msg; len(m) > 0 && (m[0] == 'C' && bytes.HasPrefix(m, msgChannel) || m[0] == 'R' && bytes.HasPrefix(m, msgRing)) {
 			t.connection(p, m)
@@ -167,6 +168,9 @@ func (t *Tracker) Line(f *File, line []byte) {
 		if p.InitFailure != "" && isInitComplete(l.msg) {
 			p.InitFailure = ""
 			p.Gen++
+		}
+		if m := l.msg; len(m) > 8 && m[0] == 'N' && m[6] == ':' {
+			p.failoverInfo(m) // "NET/IB: …" (resiliency); "NET/IB : …" goes on
 		}
 		classifyTo(l.msg, &t.ev)
 		t.apply(p, &t.ev)
