@@ -42,9 +42,9 @@ type Process struct {
 	DevicesMerged bool
 	// MergedGroups is how many merged devices that list has ("={" each).
 	MergedGroups int
-	Interfaces    []string      // the latest "NET/Socket : Using" list, at most 64
-	Env           []KV          // "NCCL_X set by environment to V", at most 64
-	GDRDisabled   []GDRDisabled // "GPU Direct RDMA Disabled for HCA", at most 64
+	Interfaces   []string      // the latest "NET/Socket : Using" list, at most 64
+	Env          []KV          // "NCCL_X set by environment to V", at most 64
+	GDRDisabled  []GDRDisabled // "GPU Direct RDMA Disabled for HCA", at most 64
 	// GDREnabled: "NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'"
 	// (2.13+; Reason empty), at most 64; P2PDisabled: "P2P is disabled
 	// between [NVLINK] connected GPUs X and Y", at most 64 (p2p.go).
