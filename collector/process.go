@@ -61,6 +61,9 @@ type ProcessOptions struct {
 	// its network namespace) and between two queue-pair listings; 0: every
 	// refresh.
 	NumaMapsInterval time.Duration
+	// RDMAQPInterval is the minimum time between two RDMA netlink
+	// queue-pair listings (0: as NumaMapsInterval).
+	RDMAQPInterval time.Duration
 	// DockerHost is the Docker Engine API address for container names
 	// ("" = off).
 	DockerHost string
@@ -79,8 +82,10 @@ func processFlags(app *kingpin.Application, o *Options) {
 	app.Flag("collector.process.max", "Most processes the process collector reports (GPU processes first, then by PID).").Default("64").IntVar(&o.Process.Max)
 	app.Flag("collector.process.interval", "How often the process table is refreshed in the background (the /proc listing, each selected process's stat and status); a scrape reports the last refresh.").
 		Default("5s").Action(atLeastDuration("collector.process.interval", &o.Process.Interval, 100*time.Millisecond)).DurationVar(&o.Process.Interval)
-	app.Flag("collector.process.numa-maps-interval", "Minimum time between two reads of a process's /proc/PID/numa_maps (the kernel walks the page tables of the whole process under its mmap lock to write it), cgroup, network namespace, /dev/infiniband and open verbs fds (/proc/PID/fd), and between two RDMA netlink queue-pair listings; the last values are reported in between. A process that NCCL's RAS service newly reports as a rank has its fds and queue pairs re-read at once. 0: every refresh.").
+	app.Flag("collector.process.numa-maps-interval", "Minimum time between two reads of a process's /proc/PID/numa_maps (the kernel walks the page tables of the whole process under its mmap lock to write it), cgroup, network namespace, /dev/infiniband and open verbs fds (/proc/PID/fd); the last values are reported in between. A process that NCCL's RAS service newly reports as a rank has its fds and queue pairs re-read at once. 0: every refresh.").
 		Default("60s").DurationVar(&o.Process.NumaMapsInterval)
+	app.Flag("collector.process.rdma-qp-interval", "Minimum time between two RDMA netlink queue-pair listings (one dump for every process: fabric_rdma_owner_queue_pairs, the rails each rank sends on). A rail a rank stops using is seen within it (NCCLRankLostRail pages within 2 minutes of the fault at 15s). 0: as --collector.process.numa-maps-interval.").
+		Default("15s").DurationVar(&o.Process.RDMAQPInterval)
 	app.Flag("collector.process.docker-host", "Docker Engine API address (e.g. unix:///var/run/docker.sock) to add each Docker (or Podman) container's name to fabric_process_container_info as container_name; looked up in the background and cached per container ID, never during a scrape. Empty: off.").
 		Default("").StringVar(&o.Process.DockerHost)
 	app.Flag("collector.process.rdma-qp-fixture", "Read the queue-pair listing from FILE (what `rdma -j resource show qp` prints) instead of RDMA netlink; its PIDs are those of --path.procfs (demos and tests).").
@@ -142,6 +147,9 @@ func newProcessState(env Env, o *Options) (*processCollector, error) {
 	if p.NumaMapsInterval < 0 {
 		return nil, fmt.Errorf("--collector.process.numa-maps-interval must not be negative")
 	}
+	if p.RDMAQPInterval < 0 {
+		return nil, fmt.Errorf("--collector.process.rdma-qp-interval=%s must not be negative", p.RDMAQPInterval)
+	}
 	var re *regexp.Regexp
 	if p.Cmdline != "" {
 		var err error
@@ -171,7 +179,7 @@ func newProcessState(env Env, o *Options) (*processCollector, error) {
 	if o.Rails != nil {
 		src.RailDevices = c.railDevices
 	}
-	c.w = procwatch.New(procwatch.Options{Procfs: procfs, Sysfs: o.SysfsPath, Cmdline: re, Max: p.Max, Slow: p.NumaMapsInterval}, src)
+	c.w = procwatch.New(procwatch.Options{Procfs: procfs, Sysfs: o.SysfsPath, Cmdline: re, Max: p.Max, Slow: p.NumaMapsInterval, QPInterval: p.RDMAQPInterval}, src)
 	if p.DockerHost != "" {
 		d, err := newDockerNames(env, p.DockerHost)
 		if err != nil {

@@ -47,9 +47,14 @@ type Options struct {
 	Max int
 	// Slow is the minimum time between two slow reads of one process
 	// (numa_maps, cgroup, the rail devices in its root, its fds, its
-	// network namespace) and between two queue-pair listings; 0: every
-	// Refresh.
+	// network namespace) and, unless QPInterval is set, between two
+	// queue-pair listings; 0: every Refresh.
 	Slow time.Duration
+	// QPInterval, when above 0, is the minimum time between two
+	// queue-pair listings instead of Slow: one RDMA netlink dump for all
+	// processes, cheap beside numa_maps, and the source of the rails a rank
+	// uses (a rail lost mid-run is seen within it).
+	QPInterval time.Duration
 }
 
 // Sources is what the watcher asks of the rest of the exporter; any may be
@@ -245,7 +250,11 @@ func (w *Watcher) Refresh(ctx context.Context) {
 	var visible []string // rail devices with a verbs node on the host
 	if len(w.sel) > 0 {
 		w.refreshNodes(w.o.Sysfs, now)
-		w.refreshQPs(ctx, now, w.o.Slow, nudgeQP, w)
+		qpEvery := w.o.Slow
+		if w.o.QPInterval > 0 {
+			qpEvery = w.o.QPInterval
+		}
+		w.refreshQPs(ctx, now, qpEvery, nudgeQP, w)
 		if len(devs) > 0 {
 			w.refreshVerbs(w.o.Sysfs, devs, now, w.o.Slow)
 			visible = w.visibleDevices(devs)

@@ -99,3 +99,39 @@ func TestAsyncQPsClose(t *testing.T) {
 		t.Fatal("Close did not return")
 	}
 }
+
+// countingQPs answers every listing at once and counts them.
+type countingQPs struct{ n int }
+
+func (c *countingQPs) QueuePairs(context.Context) (rdmanl.Listing, error) {
+	c.n++
+	return rdmanl.Listing{Devices: []rdmanl.Device{{Name: "mlx5_0"}}}, nil
+}
+
+// Queue pairs are listed every QPInterval, not every Slow: a rail a rank
+// stops using is seen within it while numa_maps keeps its slow pace; with
+// QPInterval 0 the listing follows Slow.
+func TestQPIntervalApartFromSlow(t *testing.T) {
+	for _, tc := range []struct {
+		qp   time.Duration
+		want int
+	}{{15 * time.Second, 3}, {0, 1}} {
+		tr := newTree(t)
+		tr.proc(100, 100, "serve")
+		os.Symlink("200", filepath.Join(tr.dir, "self"))
+		tr.proc(200, 200, "exporter")
+		src := &countingQPs{}
+		w := New(Options{Procfs: tr.dir, Cmdline: regexp.MustCompile(`^serve`), Max: 8, Slow: time.Hour, QPInterval: tc.qp}, Sources{QPs: src})
+		w.IO.Getpid = func() int { return 200 }
+		now := time.Unix(1_800_000_000, 0)
+		w.now = func() time.Time { return now }
+		for i := 0; i < 3; i++ {
+			w.Refresh(context.Background())
+			now = now.Add(16 * time.Second)
+		}
+		w.Close()
+		if src.n != tc.want {
+			t.Errorf("QPInterval %s, Slow 1h, 3 refreshes 16 s apart: %d listings, want %d", tc.qp, src.n, tc.want)
+		}
+	}
+}
