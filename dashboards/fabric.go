@@ -67,6 +67,21 @@ func fabricOverview(c alerts.Config) (dashboard.Dashboard, error) {
 			unitRatio, half,
 			query(rule("instance:fabric_rdma_rail_imbalance:ratio_rate%s")+sel(), "{{instance}}")).
 			Min(0).Max(1)).
+		WithPanel(thresholdLine(ratioPanel("Rail share of the ranks' traffic",
+			"Each rail that this node's ranks of multi-node communicators send on, as a share of the busiest of them (RDMA bits/s): 1 for the busiest. "+
+				"NCCL spreads its channels evenly over a rank's NICs, so a healthy twin sits near 1; a rail below the dashed line for minutes "+
+				"is slow or routed around (alert RailShareLow). Empty on idle nodes, single-node jobs and ranks configured for one rail.",
+			half,
+			query(rule("rail:fabric_rank_rail_share:ratio_rate%s")+rail, "{{instance}} {{rail}}")),
+			c.RailShareLowRatio, true)).
+		WithPanel(timeseriesPanel("Rails in use per rank",
+			"How many of the node's rails each NCCL process sends on (queue pairs ready to send, from the kernel's RDMA resource tracker: "+
+				"NCCL logs off), against the rails the node has. A rank below its node's count runs on fewer rails (alert NCCLRankLostRail "+
+				"when it lost one while running).",
+			unitShort, half,
+			query("pid:fabric_rank_rails_in_use:count"+sel(), "{{instance}} pid {{pid}}"),
+			query("instance:fabric_rails:count"+sel(), "{{instance}} rails of the node")).
+			Min(0)).
 		WithPanel(timeseriesPanel("RDMA bytes per input token per rail",
 			"RDMA bytes a rail sends per prompt token of the whole deployment (SGLang's sglang:prompt_tokens_total summed over the cluster). "+
 				"Empty while no tokens are processed.",
