@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -561,7 +562,7 @@ func TestAlertingEndToEnd(tt *testing.T) {
 
 	// Every dashboard panel's query returns data now.
 	for _, q := range dashboards.Queries() {
-		if strings.HasPrefix(q.Panel, "annotation:") {
+		if strings.HasPrefix(q.Panel, "annotation:") || slices.Contains(railPanelsCheckedHere, q.Panel) {
 			continue
 		}
 		if n, err := prom.count(q.Expr); err != nil || n == 0 {
