@@ -179,6 +179,10 @@ func Run(cfg Config) (*Result, error) {
 		mode = "replay of " + cfg.Replay
 	case cfg.SelftestShape:
 		mode = "selftest of the two-node shape (sleep for ranks; no GPU, Python or NCCL)"
+	case cfg.Python != "python3":
+		// The stand-in ranks (testdata/fakerank.py) come in through
+		// --python: the drill cannot tell them from a PyTorch.
+		mode = "ranks run by --python=" + cfg.Python + " (live only if that is a Python with PyTorch; testdata/fakerank.py is a stand-in)"
 	}
 	res.printf("fabric_exporter GPU fire drill, %s on %s, %s", time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, mode)
 	res.printf("settings: scrape %s, evaluation %s (deploy/lab/prometheus.yml: %s/%s), NCCLSocketFallback for: %s, page route group_wait %s, nccl poll 1s",
